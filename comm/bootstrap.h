@@ -1,0 +1,82 @@
+/*
+ * bootstrap.h - who am I, where is the rendezvous, and the rank table.
+ *
+ * A rank learns (rank, nranks, rendezvous address, token) from the
+ * launcher's environment or from a unique id, then connects to the root
+ * (a thread in the process hosting the rendezvous), presents the job token
+ * and its peer_info_t, and receives every rank's peer_info_t. Connections
+ * without the token (or with a wrong magic/version/size) are dropped by the
+ * root without disturbing the job.
+ */
+#ifndef SHARC_BOOTSTRAP_H
+#define SHARC_BOOTSTRAP_H
+
+#include <stdint.h>
+
+#include "net.h"
+
+#define SHARC_TOKEN_BYTES 16
+#define SHARC_HOSTNAME_MAX 64
+
+typedef struct {
+  int rank, nranks;
+  int local_rank, local_size; /* from the launcher, -1 when unknown */
+  char root_host[256];        /* rendezvous host as given */
+  int root_port;
+  uint8_t token[SHARC_TOKEN_BYTES];
+  int host_root;              /* 1: this process serves the rendezvous */
+  const char *source;         /* "SHARC_*", "torchrun", "Slurm", ... */
+} bootstrap_env_t;
+
+/* One row of the rank table: what every rank tells all others. */
+typedef struct {
+  uint64_t host_hash;             /* equal on one host (see host_identity) */
+  char host[SHARC_HOSTNAME_MAX];  /* host name, for messages */
+  int32_t pid;
+  int32_t rank;
+  net_addr_t addr;                /* the rank's data listener (tcp) */
+} peer_info_t;
+
+/* Reads the launcher environment in the order of sharc.h
+ * (sharc_comm_init_env). Errors name the variable and what was wrong.
+ * For Slurm, expands the first host of the node list ("n[01-04,07]"). */
+sharc_status_t bootstrap_env_read(bootstrap_env_t *env);
+
+/* First host of a Slurm node list: "a[001-004],b" -> "a001". */
+sharc_status_t bootstrap_slurm_first_host(const char *nodelist, char *out,
+                                          size_t outlen);
+
+/* Creates a unique id: starts a root listener thread on this host (on the
+ * SHARC_SOCKET_IFNAME interface, or the address of the host name, or
+ * loopback as a last resort) and stores its address and a fresh token. */
+sharc_status_t bootstrap_unique_id_create(sharc_unique_id_t *id);
+/* Fills env->root_host/root_port/token from id. */
+sharc_status_t bootstrap_unique_id_parse(const sharc_unique_id_t *id,
+                                         bootstrap_env_t *env);
+
+/* Starts the root thread listening on env's root address for env->nranks
+ * ranks (used when env->host_root). The thread serves one rendezvous and
+ * exits (after SHARC_TIMEOUT if ranks are missing). */
+sharc_status_t bootstrap_root_start(const bootstrap_env_t *env);
+
+/* Connects to the root (retrying until the deadline), presents the token and
+ * `mine`, and fills table[0..nranks) ordered by rank. `mine->addr` must be
+ * set: call bootstrap_local_addr first to know which address to listen on.
+ * SHARC_ERR_TIMEOUT names the ranks that never arrived (the root sends the
+ * list to the ranks that did). */
+sharc_status_t bootstrap_rendezvous(const bootstrap_env_t *env,
+                                    const peer_info_t *mine,
+                                    peer_info_t *table);
+
+/* The local address other ranks should use to reach this one: the
+ * SHARC_SOCKET_IFNAME interface if set, else the source address of the
+ * route to the rendezvous host (port 0). */
+sharc_status_t bootstrap_local_addr(const bootstrap_env_t *env,
+                                    net_addr_t *out);
+
+/* Stable identity of this host: hash of SHARC_HOSTID if set, else of the
+ * host name, /proc/sys/kernel/random/boot_id and the network namespace
+ * (so network namespaces count as separate hosts). */
+uint64_t host_identity(void);
+
+#endif /* SHARC_BOOTSTRAP_H */

@@ -1,0 +1,95 @@
+/*
+ * comm.h - the communicator object and the functions transports and the
+ * executor use on it.
+ */
+#ifndef SHARC_COMM_H
+#define SHARC_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bootstrap.h"
+#include "core.h"
+#include "transport.h"
+
+/* Per-rank wake-up word: a blocked executor sleeps on `doorbell` with a
+ * futex; anyone who makes progress possible bumps it and, if `sleeping`,
+ * wakes it. Lives in the rank's shared-memory segment when it has one (so
+ * same-host peers can ring it) or in private memory. */
+typedef struct {
+  _Atomic uint32_t doorbell;
+  _Atomic uint32_t sleeping;
+} wake_word_t;
+
+/* Job-wide failure notice, set by whoever detects a failure first. */
+typedef struct {
+  _Atomic int32_t failed;      /* 0: healthy */
+  _Atomic int32_t failed_rank; /* rank that died or timed out, -1 unknown */
+  _Atomic int32_t status;      /* sharc_status_t */
+} fail_word_t;
+
+struct sharc_comm {
+  int rank, nranks;
+  int local_rank, local_size, nhosts;
+  uint64_t uid; /* communicator id: shm names, tcp hellos */
+  uint8_t token[SHARC_TOKEN_BYTES];
+  peer_info_t *peers;  /* [nranks] */
+  int *local_ranks;    /* [local_size] comm ranks on this host, ascending */
+  int *host_of;        /* [nranks] host index (0..nhosts-1) */
+  const transport_t **tp; /* [nranks] transport used to reach each rank */
+  int nchan;           /* channels per peer */
+
+  /* tcp: this comm's data listener (created before the rendezvous). */
+  int listen_fd;
+  net_addr_t listen_addr;
+
+  /* transport private state */
+  struct shm_state *shm;
+  struct tcp_state *tcp;
+
+  /* waiting */
+  wake_word_t *wake;       /* points into the shm segment or wake_private */
+  wake_word_t wake_private;
+  fail_word_t fail;        /* this rank's view of the job failure */
+
+  /* errors */
+  _Atomic int broken;      /* a transport error made the comm unusable */
+  sharc_status_t broken_st;
+  char broken_msg[512];
+  pthread_mutex_t err_lock;
+  char last_error[512];
+
+  /* ordering of collectives enqueued from several streams */
+  pthread_mutex_t order_lock;
+  pthread_cond_t order_cond;
+  uint64_t next_ticket, serving;
+  uint64_t seq;     /* collectives executed */
+  uint64_t nsplit;  /* splits done, for child uids */
+
+  /* scratch for algorithms (TMP buffer) */
+  void *tmp;
+  size_t tmp_bytes;
+};
+
+typedef struct sharc_comm sharc_comm_s;
+
+/* Rings this rank's doorbell (from a transport's progress thread). */
+void comm_wake(struct sharc_comm *comm);
+/* Rings another rank's doorbell given its wake word (shm peers). */
+void comm_wake_word(wake_word_t *w);
+/* Records a job failure (first one wins), tells peers through every
+ * transport, and wakes the local executor. Called by transports when they
+ * learn of a failure, locally or from a peer's notice. */
+void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
+               const char *why);
+/* Records msg as comm's last error and returns st. */
+sharc_status_t comm_error(struct sharc_comm *comm, sharc_status_t st,
+                          const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Blocking wait on this rank's doorbell: returns when it changed since
+ * `seen` (a value read before the last poll) or after timeout_ns. */
+void comm_wait(struct sharc_comm *comm, uint32_t seen, uint64_t timeout_ns);
+
+#endif /* SHARC_COMM_H */

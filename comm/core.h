@@ -1,0 +1,171 @@
+/*
+ * core.h - internal basics shared by every sharc source file: check macros,
+ * logging, tunables (the parameter registry), clocks and error messages.
+ */
+#ifndef SHARC_CORE_H
+#define SHARC_CORE_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sharc.h"
+
+#define SHARC_INTERNAL __attribute__((visibility("hidden")))
+
+/* ---- logging ------------------------------------------------------------ */
+
+typedef enum {
+  LOG_NONE = 0,
+  LOG_WARN = 1,
+  LOG_INFO = 2,
+  LOG_TRACE = 3
+} log_level_t;
+
+/* One bit per subsystem, for SHARC_DEBUG_SUBSYS=INIT,COMM,... */
+typedef enum {
+  SUB_INIT = 1 << 0,
+  SUB_COMM = 1 << 1,
+  SUB_NET = 1 << 2,
+  SUB_SHM = 1 << 3,
+  SUB_CUDA = 1 << 4,
+  SUB_TOPO = 1 << 5,
+  SUB_SHARD = 1 << 6,
+  SUB_ALL = 0x7f
+} log_subsys_t;
+
+/* Lines look like "host:pid [rank] SUBSYS message". The rank shown is the
+ * one set by log_set_rank (-1 before init: shown as "[?]"). */
+void log_msg(log_level_t lvl, log_subsys_t sub, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int log_enabled(log_level_t lvl, log_subsys_t sub);
+void log_set_rank(int rank);
+
+#define WARN(sub, ...) log_msg(LOG_WARN, sub, __VA_ARGS__)
+#define INFO(sub, ...)                                                         \
+  do {                                                                         \
+    if (log_enabled(LOG_INFO, sub)) log_msg(LOG_INFO, sub, __VA_ARGS__);       \
+  } while (0)
+#define TRACE(sub, ...)                                                        \
+  do {                                                                         \
+    if (log_enabled(LOG_TRACE, sub)) log_msg(LOG_TRACE, sub, __VA_ARGS__);     \
+  } while (0)
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* Records msg as this thread's last error (sharc_last_error) and returns st.
+ * Also logged at WARN. Use where the error starts; callers propagate st. */
+sharc_status_t err_set(sharc_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The thread's last error message (never NULL). */
+const char *err_last(void);
+
+#define CHECK(call)                                                            \
+  do {                                                                         \
+    sharc_status_t st_ = (call);                                               \
+    if (st_ != SHARC_OK) {                                                     \
+      TRACE(SUB_ALL, "%s:%d -> %s", __FILE__, __LINE__,                        \
+            sharc_status_name(st_));                                           \
+      return st_;                                                              \
+    }                                                                          \
+  } while (0)
+
+#define CHECK_GOTO(call, st, label)                                            \
+  do {                                                                         \
+    (st) = (call);                                                             \
+    if ((st) != SHARC_OK) {                                                    \
+      TRACE(SUB_ALL, "%s:%d -> %s", __FILE__, __LINE__,                        \
+            sharc_status_name(st));                                            \
+      goto label;                                                              \
+    }                                                                          \
+  } while (0)
+
+/* Retries EINTR; on failure records errno with the call's text. */
+#define SYS_CHECK(call, what)                                                  \
+  do {                                                                         \
+    int rc_;                                                                   \
+    do {                                                                       \
+      rc_ = (int)(call);                                                       \
+    } while (rc_ == -1 && errno == EINTR);                                     \
+    if (rc_ == -1)                                                             \
+      return err_set(SHARC_ERR_SYSTEM, "%s: %s", what, strerror(errno));       \
+  } while (0)
+
+/* ---- tunables -------------------------------------------------------------
+ * One line each: name, environment variable, default, help. Values are read
+ * once from the environment and cached. sharc-info prints them all. */
+#define SHARC_PARAM_LIST(X)                                                    \
+  X(TIMEOUT, "SHARC_TIMEOUT", "120",                                           \
+    "seconds a rank waits for a peer (rendezvous, connect, data) before "      \
+    "failing with SHARC_ERR_TIMEOUT")                                          \
+  X(ALGO, "SHARC_ALGO", "auto",                                                \
+    "collective algorithm: auto (cost model), ring or tree")                   \
+  X(TRANSPORT, "SHARC_TRANSPORT", "auto",                                      \
+    "auto (shm on one host, tcp between hosts) or tcp (tcp everywhere)")       \
+  X(SHM_FIFO_BYTES, "SHARC_SHM_FIFO_BYTES", "4194304",                         \
+    "bytes of each shared-memory FIFO per peer and channel")                   \
+  X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
+    "bytes of each TCP staging FIFO per peer and channel")                     \
+  X(NCHANNELS, "SHARC_NCHANNELS", "2",                                         \
+    "parallel channels (FIFOs, TCP sockets) per peer for large messages")      \
+  X(SLICE_BYTES, "SHARC_SLICE_BYTES", "262144",                                \
+    "bytes moved per step before the executor turns to the next operation")    \
+  X(SPIN, "SHARC_SPIN", "100",                                                 \
+    "polls without progress before a waiting rank blocks in the kernel")       \
+  X(TREE_MAX_BYTES, "SHARC_TREE_MAX_BYTES", "0",                               \
+    "if > 0, messages up to this size use tree algorithms, larger use ring "   \
+    "(overrides the cost model)")                                              \
+  X(ALPHA_US, "SHARC_ALPHA_US", "4",                                           \
+    "cost model: latency of one message step, microseconds")                   \
+  X(BETA_GBS, "SHARC_BETA_GBS", "5",                                           \
+    "cost model: per-link bandwidth, GB/s")                                    \
+  X(SOCKET_IFNAME, "SHARC_SOCKET_IFNAME", "",                                  \
+    "network interface whose address ranks register (default: the route to "   \
+    "the rendezvous)")                                                         \
+  X(PORT, "SHARC_PORT", "0",                                                   \
+    "rendezvous port for Slurm and Open MPI launches (0: 29500 + job id "      \
+    "mod 1000 under Slurm)")                                                   \
+  X(HOSTID, "SHARC_HOSTID", "",                                                \
+    "override the host identity (ranks with equal ids use shared memory)")     \
+  X(DEBUG, "SHARC_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE")      \
+  X(DEBUG_SUBSYS, "SHARC_DEBUG_SUBSYS", "ALL",                                 \
+    "comma-separated subsystems to log: INIT,COMM,NET,SHM,CUDA,TOPO,SHARD "    \
+    "or ALL")                                                                  \
+  X(DEBUG_FILE, "SHARC_DEBUG_FILE", "",                                        \
+    "log to this file instead of stderr (%h: host, %p: pid)")
+
+typedef enum {
+#define SHARC_PARAM_ENUM_(name, env, def, help) PARAM_##name,
+  SHARC_PARAM_LIST(SHARC_PARAM_ENUM_)
+#undef SHARC_PARAM_ENUM_
+      PARAM_COUNT
+} param_id_t;
+
+/* Raw string value (environment or default). */
+const char *param_str(param_id_t id);
+/* Integer value; a malformed value is reported once and the default used. */
+int64_t param_int(param_id_t id);
+const char *param_env_name(param_id_t id);
+const char *param_default(param_id_t id);
+const char *param_help(param_id_t id);
+
+/* ---- time ---------------------------------------------------------------- */
+
+/* Monotonic clock, nanoseconds. */
+uint64_t time_ns(void);
+/* SHARC_TIMEOUT in nanoseconds. */
+uint64_t timeout_ns(void);
+
+/* ---- misc ------------------------------------------------------------------ */
+
+/* Fills buf with len bytes from getrandom(); falls back to /dev/urandom. */
+sharc_status_t random_bytes(void *buf, size_t len);
+/* The host name (cached). */
+const char *host_name(void);
+
+#define SHARC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SHARC_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SHARC_DIV_UP(a, b) (((a) + (b)-1) / (b))
+
+#endif /* SHARC_CORE_H */

@@ -1,0 +1,59 @@
+/*
+ * net.h - TCP socket helpers shared by the bootstrap and the tcp transport.
+ * Every blocking helper takes an absolute deadline (time_ns() clock) and
+ * returns SHARC_ERR_TIMEOUT when it passes; nothing blocks forever.
+ */
+#ifndef SHARC_NET_H
+#define SHARC_NET_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core.h"
+
+typedef struct {
+  struct sockaddr_storage sa;
+  socklen_t len;
+} net_addr_t;
+
+/* host is a name, IPv4 or IPv6 literal; port 0..65535. */
+sharc_status_t net_resolve(const char *host, int port, net_addr_t *out);
+/* Parses "host:port" or "[v6]:port". `what` names the source (for example
+ * "SHARC_ADDR") in the error message. */
+sharc_status_t net_parse_hostport(const char *s, const char *what,
+                                  net_addr_t *out);
+/* "10.0.0.1:29500" / "[::1]:29500" into buf. Returns buf. */
+const char *net_addr_str(const net_addr_t *a, char *buf, size_t len);
+int net_addr_port(const net_addr_t *a);
+void net_addr_set_port(net_addr_t *a, int port);
+
+/* Listening socket bound to addr (port 0: any free port), non-blocking,
+ * SO_REUSEADDR, close-on-exec; *bound receives the actual address. */
+sharc_status_t net_listen(const net_addr_t *addr, int backlog, int *fd,
+                          net_addr_t *bound);
+/* Accepts one connection or times out; returned fd is blocking,
+ * close-on-exec, TCP_NODELAY. */
+sharc_status_t net_accept(int lfd, uint64_t deadline_ns, int *fd,
+                          net_addr_t *peer);
+/* Connects, retrying refused/unreachable until the deadline (the listener
+ * may not be up yet). Returned fd is blocking, close-on-exec, TCP_NODELAY. */
+sharc_status_t net_connect(const net_addr_t *a, uint64_t deadline_ns,
+                           int *fd);
+/* Whole-buffer send/receive on a blocking or non-blocking fd, polling
+ * until the deadline. A closed peer gives SHARC_ERR_NET ("connection
+ * closed"). */
+sharc_status_t net_send_all(int fd, const void *buf, size_t n,
+                            uint64_t deadline_ns);
+sharc_status_t net_recv_all(int fd, void *buf, size_t n,
+                            uint64_t deadline_ns);
+/* The local address of a connected socket (the interface that routes to
+ * the peer), port cleared. */
+sharc_status_t net_local_addr(int fd, net_addr_t *out);
+/* Address of the first interface matching SHARC_SOCKET_IFNAME syntax
+ * ("eth0", prefix "eth", "^lo" exclude, "=eth0" exact); SHARC_ERR_NET when
+ * none matches, naming the spec. */
+sharc_status_t net_if_addr(const char *spec, net_addr_t *out);
+void net_set_nonblocking(int fd);
+
+#endif /* SHARC_NET_H */

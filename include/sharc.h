@@ -1,0 +1,242 @@
+/*
+ * sharc.h - public C API of the sharc collective communication runtime.
+ *
+ * N processes ("ranks") form a communicator and run collectives on it:
+ * all-gather, reduce-scatter, all-reduce, broadcast and barrier, with NCCL's
+ * argument conventions. Every call returns a sharc_status_t; outputs go
+ * through pointer arguments. Valid C99, includable from C++.
+ *
+ * Threading: a communicator may be used from one thread at a time for
+ * enqueueing collectives (as with NCCL); streams and events are thread safe.
+ * Every rank of a communicator must issue the same collectives in the same
+ * order with matching arguments.
+ */
+#ifndef SHARC_H
+#define SHARC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SHARC_API
+#else
+#define SHARC_API __attribute__((visibility("default")))
+#endif
+
+#define SHARC_VERSION_MAJOR 0
+#define SHARC_VERSION_MINOR 1
+#define SHARC_VERSION_PATCH 0
+
+/* Status codes: listed once here; sharc_status_name() and
+ * sharc_status_string() are generated from the same list. */
+#define SHARC_STATUS_LIST(X)                                                   \
+  X(SHARC_OK, 0, "success")                                                    \
+  X(SHARC_ERR_INVALID_ARG, -1, "invalid argument")                             \
+  X(SHARC_ERR_NO_MEM, -2, "out of memory")                                     \
+  X(SHARC_ERR_SYSTEM, -3, "system call failed")                                \
+  X(SHARC_ERR_CUDA, -4, "CUDA error")                                          \
+  X(SHARC_ERR_NET, -5, "network error")                                        \
+  X(SHARC_ERR_TIMEOUT, -6, "timed out")                                        \
+  X(SHARC_ERR_PEER_LOST, -7, "peer process lost")                              \
+  X(SHARC_ERR_MISMATCH, -8, "collective mismatch between ranks")               \
+  X(SHARC_ERR_ABORTED, -9, "communicator aborted")                             \
+  X(SHARC_ERR_UNSUPPORTED, -10, "unsupported")                                 \
+  X(SHARC_ERR_INTERNAL, -11, "internal error")
+
+typedef enum {
+#define SHARC_STATUS_ENUM_(name, value, msg) name = value,
+  SHARC_STATUS_LIST(SHARC_STATUS_ENUM_)
+#undef SHARC_STATUS_ENUM_
+} sharc_status_t;
+
+/* Element types. f16 is IEEE binary16, bf16 is bfloat16; both are stored as
+ * uint16_t and reduced in f32 with round-to-nearest-even. */
+typedef enum {
+  SHARC_F32 = 0,
+  SHARC_F64,
+  SHARC_F16,
+  SHARC_BF16,
+  SHARC_I8,
+  SHARC_U8,
+  SHARC_I32,
+  SHARC_U32,
+  SHARC_I64,
+  SHARC_U64,
+  SHARC_DTYPE_COUNT
+} sharc_dtype_t;
+
+/* Reductions. SHARC_AVG is the sum divided by the number of ranks (integer
+ * division, truncating toward zero, for integer types). */
+typedef enum {
+  SHARC_SUM = 0,
+  SHARC_PROD,
+  SHARC_MIN,
+  SHARC_MAX,
+  SHARC_AVG,
+  SHARC_OP_COUNT
+} sharc_op_t;
+
+typedef struct sharc_comm *sharc_comm_t;
+typedef struct sharc_stream *sharc_stream_t;
+typedef struct sharc_event *sharc_event_t;
+
+/* Opaque rendezvous id (root address and job secret); copy it by value to
+ * every rank through your own channel. */
+#define SHARC_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[SHARC_UNIQUE_ID_BYTES];
+} sharc_unique_id_t;
+
+/* ---- status ------------------------------------------------------------ */
+
+/* "SHARC_ERR_TIMEOUT" for SHARC_ERR_TIMEOUT; "SHARC_ERR_UNKNOWN" otherwise. */
+SHARC_API const char *sharc_status_name(sharc_status_t st);
+/* A short sentence for the code ("timed out"). */
+SHARC_API const char *sharc_status_string(sharc_status_t st);
+/* Size in bytes of one element, 0 for an unknown type. */
+SHARC_API size_t sharc_dtype_size(sharc_dtype_t dtype);
+SHARC_API const char *sharc_dtype_name(sharc_dtype_t dtype);
+SHARC_API const char *sharc_op_name(sharc_op_t op);
+/* "0.1.0" */
+SHARC_API const char *sharc_version(void);
+
+/* ---- communicators ------------------------------------------------------ */
+
+/* Creates the world communicator from the launcher's environment, looked up
+ * in this order: SHARC_RANK/SHARC_WORLD_SIZE/SHARC_ADDR (host:port);
+ * torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); Slurm
+ * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, first host of
+ * SLURM_STEP_NODELIST/SLURM_JOB_NODELIST, port SHARC_PORT or derived from
+ * the job id); Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK, rendezvous at
+ * SHARC_ADDR or MASTER_ADDR). Blocks until every rank arrived or
+ * SHARC_TIMEOUT seconds passed (SHARC_ERR_TIMEOUT, naming the missing ranks).
+ * A misconfigured environment returns SHARC_ERR_INVALID_ARG naming the
+ * variable; the message is in sharc_last_error(). */
+SHARC_API sharc_status_t sharc_comm_init_env(sharc_comm_t *comm);
+
+/* Creates a unique id on the process that will host the rendezvous (any one
+ * process; usually rank 0): it starts a listener on this host and embeds its
+ * address and a random secret token. Pass the id to every rank, then each
+ * calls sharc_comm_init_rank(). */
+SHARC_API sharc_status_t sharc_get_unique_id(sharc_unique_id_t *id);
+
+/* Joins the communicator of nranks ranks identified by id as rank `rank`.
+ * Collective over all nranks processes; blocks as sharc_comm_init_env. */
+SHARC_API sharc_status_t sharc_comm_init_rank(sharc_comm_t *comm, int nranks,
+                                              const sharc_unique_id_t *id,
+                                              int rank);
+
+/* Splits comm: ranks passing the same color form a new communicator,
+ * ordered by key, then by rank in comm. color < 0 (SHARC_SPLIT_NOCOLOR)
+ * returns *newcomm = NULL. Collective over comm; blocking. */
+#define SHARC_SPLIT_NOCOLOR (-1)
+SHARC_API sharc_status_t sharc_comm_split(sharc_comm_t comm, int color,
+                                          int key, sharc_comm_t *newcomm);
+
+/* Waits for outstanding work on comm, then frees it. Not collective, but
+ * destroying a communicator that peers still use makes them fail with
+ * SHARC_ERR_PEER_LOST. NULL is accepted. */
+SHARC_API sharc_status_t sharc_comm_destroy(sharc_comm_t comm);
+
+/* Stops comm at once: pending and later collectives on it fail with
+ * SHARC_ERR_ABORTED, peers are told, and its resources are freed. Returns
+ * within a bounded time even when peers are dead. */
+SHARC_API sharc_status_t sharc_comm_abort(sharc_comm_t comm);
+
+SHARC_API sharc_status_t sharc_comm_rank(sharc_comm_t comm, int *rank);
+SHARC_API sharc_status_t sharc_comm_size(sharc_comm_t comm, int *size);
+/* Rank among the ranks of this communicator on the same host, and their
+ * number. */
+SHARC_API sharc_status_t sharc_comm_local_rank(sharc_comm_t comm, int *rank);
+SHARC_API sharc_status_t sharc_comm_local_size(sharc_comm_t comm, int *size);
+/* Number of distinct hosts in the communicator. */
+SHARC_API sharc_status_t sharc_comm_nhosts(sharc_comm_t comm, int *nhosts);
+
+/* The message of the last error on comm (empty string when none). Valid
+ * until the next call on comm. With comm NULL: the last error of this
+ * thread (for failures that have no communicator, such as init). */
+SHARC_API const char *sharc_comm_last_error(sharc_comm_t comm);
+SHARC_API const char *sharc_last_error(void);
+
+/* ---- streams and events (host work queues) ------------------------------ */
+
+/* A stream is an in-order host work queue served by its own thread.
+ * Collectives enqueued on it return at once; their buffers must stay valid
+ * and unmodified until an event recorded after them completes. Passing
+ * stream NULL to a collective makes it blocking. */
+SHARC_API sharc_status_t sharc_stream_create(sharc_stream_t *stream);
+/* Waits for the stream's work, then frees it. */
+SHARC_API sharc_status_t sharc_stream_destroy(sharc_stream_t stream);
+/* Waits until everything enqueued on stream is done. Returns the first
+ * error of that work (sticky: later calls return it too). */
+SHARC_API sharc_status_t sharc_stream_synchronize(sharc_stream_t stream);
+
+SHARC_API sharc_status_t sharc_event_create(sharc_event_t *event);
+SHARC_API sharc_status_t sharc_event_destroy(sharc_event_t event);
+/* Captures the work enqueued on stream so far; the event completes when it
+ * is done. Re-recording replaces the previous capture. */
+SHARC_API sharc_status_t sharc_event_record(sharc_event_t event,
+                                            sharc_stream_t stream);
+/* Blocks until the event completes; returns the error of the captured work
+ * if any failed. */
+SHARC_API sharc_status_t sharc_event_synchronize(sharc_event_t event);
+/* *done = 1 when complete (or never recorded), else 0. Non-blocking. */
+SHARC_API sharc_status_t sharc_event_query(sharc_event_t event, int *done);
+
+/* ---- memory -------------------------------------------------------------- */
+
+/* Allocates bytes of host memory that same-host peers can map directly, so
+ * collectives on it move each byte once (no staging copy). Free with
+ * sharc_mem_free. */
+SHARC_API sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes);
+SHARC_API sharc_status_t sharc_mem_free(void *ptr);
+
+/* ---- collectives --------------------------------------------------------- */
+/*
+ * All take a stream (NULL: blocking) and follow NCCL's conventions:
+ *  - counts are in elements;
+ *  - all-gather: sendbuf holds sendcount elements, recvbuf
+ *    nranks*sendcount; in place when sendbuf == recvbuf + rank*sendcount;
+ *  - reduce-scatter: sendbuf holds nranks*recvcount, recvbuf recvcount; in
+ *    place when recvbuf == sendbuf + rank*recvcount;
+ *  - all-reduce: in place when sendbuf == recvbuf;
+ *  - broadcast: sendbuf is read on root only (may be NULL elsewhere); in
+ *    place when sendbuf == recvbuf.
+ * A count of 0 returns SHARC_OK at once and moves nothing.
+ * Errors: SHARC_ERR_INVALID_ARG for bad arguments (the message says which),
+ * SHARC_ERR_PEER_LOST when a peer died (naming it), SHARC_ERR_TIMEOUT when
+ * a peer made no progress for SHARC_TIMEOUT seconds, SHARC_ERR_ABORTED after
+ * sharc_comm_abort. After a transport error the communicator is unusable.
+ * The algorithm is picked by a cost model; SHARC_ALGO=ring|tree forces one.
+ */
+SHARC_API sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
+                                          size_t sendcount,
+                                          sharc_dtype_t dtype,
+                                          sharc_comm_t comm,
+                                          sharc_stream_t stream);
+SHARC_API sharc_status_t sharc_reduce_scatter(const void *sendbuf,
+                                              void *recvbuf, size_t recvcount,
+                                              sharc_dtype_t dtype,
+                                              sharc_op_t op, sharc_comm_t comm,
+                                              sharc_stream_t stream);
+SHARC_API sharc_status_t sharc_all_reduce(const void *sendbuf, void *recvbuf,
+                                          size_t count, sharc_dtype_t dtype,
+                                          sharc_op_t op, sharc_comm_t comm,
+                                          sharc_stream_t stream);
+SHARC_API sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf,
+                                         size_t count, sharc_dtype_t dtype,
+                                         int root, sharc_comm_t comm,
+                                         sharc_stream_t stream);
+/* Returns (or, on a stream, completes) once every rank has entered it. */
+SHARC_API sharc_status_t sharc_barrier(sharc_comm_t comm,
+                                       sharc_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARC_H */

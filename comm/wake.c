@@ -1,0 +1,81 @@
+/*
+ * wake.c - blocking without burning cores (DESIGN.md item 7), and the
+ * failure notice every transport raises.
+ *
+ * A waiting executor reads its doorbell, polls its FIFOs, and if nothing
+ * moved it announces `sleeping` and futex-waits on the doorbell. Whoever
+ * makes progress possible bumps the doorbell and issues FUTEX_WAKE only
+ * when the waiter announced sleep, so the fast path makes no system call.
+ * All accesses are sequentially consistent: either the waker sees
+ * `sleeping`, or the waiter's re-poll sees the waker's data.
+ */
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val,
+                  const struct timespec *ts) {
+  return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+void comm_wake_word(wake_word_t *w) {
+  atomic_fetch_add(&w->doorbell, 1);
+  if (atomic_load(&w->sleeping)) futex(&w->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void comm_wake(struct sharc_comm *comm) { comm_wake_word(comm->wake); }
+
+void comm_wait(struct sharc_comm *comm, uint32_t seen, uint64_t timeout_ns) {
+  wake_word_t *w = comm->wake;
+  atomic_store(&w->sleeping, 1);
+  if (atomic_load(&w->doorbell) == seen) {
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000ull),
+                          (long)(timeout_ns % 1000000000ull)};
+    /* Shared (not PRIVATE) futex: peers in other processes wake us. */
+    futex(&w->doorbell, FUTEX_WAIT, seen, &ts);
+  }
+  atomic_store(&w->sleeping, 0);
+}
+
+sharc_status_t comm_error(struct sharc_comm *comm, sharc_status_t st,
+                          const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (comm) {
+    pthread_mutex_lock(&comm->err_lock);
+    snprintf(comm->last_error, sizeof comm->last_error, "%s", msg);
+    pthread_mutex_unlock(&comm->err_lock);
+  }
+  return err_set(st, "%s", msg);
+}
+
+void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
+               const char *why) {
+  int32_t expect = 0;
+  if (!atomic_compare_exchange_strong(&comm->fail.failed, &expect, 1)) {
+    comm_wake(comm);
+    return; /* someone already reported; tell peers only once */
+  }
+  atomic_store(&comm->fail.failed_rank, failed_rank);
+  atomic_store(&comm->fail.status, (int32_t)st);
+  pthread_mutex_lock(&comm->err_lock);
+  snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", why);
+  comm->broken_st = st;
+  pthread_mutex_unlock(&comm->err_lock);
+  atomic_store(&comm->broken, 1);
+  INFO(SUB_COMM, "communicator failing: %s", why);
+  if (comm->shm && transport_shm.notify_abort)
+    transport_shm.notify_abort(comm, failed_rank, st);
+  if (comm->tcp && transport_tcp.notify_abort)
+    transport_tcp.notify_abort(comm, failed_rank, st);
+  comm_wake(comm);
+}

@@ -61,6 +61,8 @@ typedef struct transport {
 } transport_t;
 
 SHARC_INTERNAL extern const transport_t transport_shm;
+/* Imports a failure notice that a same-host peer left for this rank. */
+void shm_poll_notice(struct sharc_comm *comm);
 SHARC_INTERNAL extern const transport_t transport_tcp;
 
 #endif /* SHARC_TRANSPORT_H */

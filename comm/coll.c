@@ -1,0 +1,273 @@
+/*
+ * coll.c - the public collectives: check arguments, pick an algorithm, and
+ * run the schedule now (stream NULL) or enqueue it on a host stream.
+ *
+ * Order: every call takes a ticket from its communicator when it is issued;
+ * execution serves tickets in order, so collectives enqueued on different
+ * streams still run in the same order on every rank.
+ */
+#include "coll.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "exec.h"
+#include "reduce.h"
+
+static const char *const coll_fn[SCHED_COLL_COUNT] = {
+    "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
+    "sharc_broadcast", "sharc_barrier"};
+
+uint64_t coll_ticket(struct sharc_comm *comm) {
+  pthread_mutex_lock(&comm->order_lock);
+  uint64_t t = comm->next_ticket++;
+  pthread_mutex_unlock(&comm->order_lock);
+  return t;
+}
+
+static void wait_turn(struct sharc_comm *comm, uint64_t ticket) {
+  pthread_mutex_lock(&comm->order_lock);
+  while (comm->serving != ticket)
+    pthread_cond_wait(&comm->order_cond, &comm->order_lock);
+  pthread_mutex_unlock(&comm->order_lock);
+}
+
+static void pass_turn(struct sharc_comm *comm) {
+  pthread_mutex_lock(&comm->order_lock);
+  comm->serving++;
+  pthread_cond_broadcast(&comm->order_cond);
+  pthread_mutex_unlock(&comm->order_lock);
+}
+
+void coll_skip(coll_call_t *call) {
+  wait_turn(call->comm, call->ticket);
+  pass_turn(call->comm);
+}
+
+void coll_drain(struct sharc_comm *comm) {
+  pthread_mutex_lock(&comm->order_lock);
+  while (comm->serving != comm->next_ticket)
+    pthread_cond_wait(&comm->order_cond, &comm->order_lock);
+  pthread_mutex_unlock(&comm->order_lock);
+}
+
+/* SHARC_ALGO / SHARC_TREE_MAX_BYTES / cost model. */
+static sharc_status_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
+                                size_t bytes, sched_algo_t *out) {
+  const char *a = param_str(PARAM_ALGO);
+  double alpha = (double)param_int(PARAM_ALPHA_US);
+  double beta = (double)param_int(PARAM_BETA_GBS);
+  if (alpha <= 0) alpha = 4;
+  if (beta <= 0) beta = 5;
+  int64_t tree_max = param_int(PARAM_TREE_MAX_BYTES);
+  if (!strcasecmp(a, "auto")) {
+    if (tree_max > 0)
+      *out = bytes <= (size_t)tree_max ? SCHED_ALGO_TREE : SCHED_ALGO_RING;
+    else
+      *out = sched_pick(coll, comm->nranks, bytes, alpha, beta);
+    return SHARC_OK;
+  }
+  if (!strcasecmp(a, "tree") && coll == SCHED_ALL_REDUCE) {
+    /* The tree family for all-reduce: the cheapest of its three members. */
+    sched_algo_t best = SCHED_ALGO_TREE;
+    const sched_algo_t fam[] = {SCHED_ALGO_TREE, SCHED_ALGO_RABENSEIFNER,
+                                SCHED_ALGO_DBTREE};
+    for (int i = 1; i < 3; i++)
+      if (sched_cost_us(fam[i], coll, comm->nranks, bytes, alpha, beta) <
+          sched_cost_us(best, coll, comm->nranks, bytes, alpha, beta))
+        best = fam[i];
+    *out = best;
+    return SHARC_OK;
+  }
+  for (int i = 0; i < SCHED_ALGO_COUNT; i++) {
+    if (strcasecmp(a, sched_algo_name((sched_algo_t)i))) continue;
+    *out = sched_algo_supports((sched_algo_t)i, coll)
+               ? (sched_algo_t)i
+               : sched_pick(coll, comm->nranks, bytes, alpha, beta);
+    return SHARC_OK;
+  }
+  return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                    "SHARC_ALGO=%s unknown; use auto, ring, tree, "
+                    "rabenseifner or dbtree", a);
+}
+
+static sharc_status_t ensure_tmp(struct sharc_comm *comm, size_t bytes) {
+  if (bytes <= comm->tmp_bytes) return SHARC_OK;
+  void *p = realloc(comm->tmp, bytes);
+  if (!p)
+    return comm_error(comm, SHARC_ERR_NO_MEM,
+                      "scratch buffer of %zu bytes: out of memory", bytes);
+  comm->tmp = p;
+  comm->tmp_bytes = bytes;
+  return SHARC_OK;
+}
+
+static int is_inplace(const coll_call_t *c, size_t esize) {
+  const uint8_t *s = c->sendbuf, *r = c->recvbuf;
+  size_t off = (size_t)c->comm->rank * c->count * esize;
+  switch (c->coll) {
+  case SCHED_ALL_GATHER: return s == r + off;
+  case SCHED_REDUCE_SCATTER: return r == s + off;
+  case SCHED_ALL_REDUCE:
+  case SCHED_BROADCAST: return s == r;
+  default: return 0;
+  }
+}
+
+static sharc_status_t run_call(coll_call_t *call) {
+  struct sharc_comm *comm = call->comm;
+  size_t esize = sharc_dtype_size(call->dtype);
+  size_t bytes = call->count * esize;
+  sched_algo_t algo;
+  CHECK(pick_algo(comm, call->coll, bytes, &algo));
+  sched_args_t args = {
+      .coll = call->coll,
+      .rank = comm->rank,
+      .nranks = comm->nranks,
+      .count = call->count,
+      .root = call->root,
+      .inplace = is_inplace(call, esize),
+      .nchan = bytes >= 262144 ? comm->nchan : 1,
+      .chunk = SHARC_MAX((size_t)65536 / esize, 1),
+  };
+  sched_t s;
+  sched_init(&s);
+  sharc_status_t st = sched_build(algo, &args, &s);
+  if (st == SHARC_OK) st = sched_finish(&s);
+  if (st != SHARC_OK) {
+    sched_free(&s);
+    return comm_error(comm, st, "%s: building the %s schedule failed: %s",
+                      coll_fn[call->coll], sched_algo_name(algo), err_last());
+  }
+  if (s.tmp_count) st = ensure_tmp(comm, s.tmp_count * esize);
+  if (st == SHARC_OK) {
+    void *const bufs[3] = {(void *)call->sendbuf, call->recvbuf, comm->tmp};
+    TRACE(SUB_COMM, "%s #%llu: %zu x %s, %s, %zu rounds",
+          coll_fn[call->coll], (unsigned long long)comm->seq, call->count,
+          sharc_dtype_name(call->dtype), sched_algo_name(algo), s.nrounds);
+    st = exec_run(comm, &s, bufs, call->dtype, call->op);
+  }
+  sched_free(&s);
+  if (st == SHARC_OK && call->op == SHARC_AVG &&
+      (call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_REDUCE_SCATTER))
+    kernel_div(call->dtype, call->recvbuf, call->count, comm->nranks);
+  return st;
+}
+
+sharc_status_t coll_execute(coll_call_t *call) {
+  struct sharc_comm *comm = call->comm;
+  wait_turn(comm, call->ticket);
+  sharc_status_t st;
+  if (atomic_load(&comm->fail.failed)) {
+    pthread_mutex_lock(&comm->err_lock);
+    char msg[sizeof comm->broken_msg];
+    snprintf(msg, sizeof msg, "%s", comm->broken_msg);
+    st = comm->broken_st;
+    pthread_mutex_unlock(&comm->err_lock);
+    st = comm_error(comm, st, "%s: communicator unusable: %s",
+                    coll_fn[call->coll], msg);
+  } else {
+    st = run_call(call);
+  }
+  comm->seq++;
+  pass_turn(comm);
+  return st;
+}
+
+/* Argument checks shared by every collective; the message names the
+ * argument, the value and what to pass instead. */
+static sharc_status_t validate(const coll_call_t *c) {
+  const char *fn = coll_fn[c->coll];
+  struct sharc_comm *comm = c->comm;
+  if (!comm) return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  if ((unsigned)c->dtype >= SHARC_DTYPE_COUNT)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: unknown dtype %d; use SHARC_F32 .. SHARC_U64", fn,
+                      (int)c->dtype);
+  int reduces = c->coll == SCHED_ALL_REDUCE || c->coll == SCHED_REDUCE_SCATTER;
+  if (reduces && (unsigned)c->op >= SHARC_OP_COUNT)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: unknown reduction op %d; use SHARC_SUM, SHARC_PROD, "
+                      "SHARC_MIN, SHARC_MAX or SHARC_AVG", fn, (int)c->op);
+  if (c->coll == SCHED_BROADCAST && (c->root < 0 || c->root >= comm->nranks))
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: root %d outside the communicator of %d ranks", fn,
+                      c->root, comm->nranks);
+  if (c->coll == SCHED_BARRIER || c->count == 0) return SHARC_OK;
+  size_t esize = sharc_dtype_size(c->dtype);
+  size_t per = (c->coll == SCHED_ALL_GATHER || c->coll == SCHED_REDUCE_SCATTER)
+                   ? (size_t)comm->nranks
+                   : 1;
+  if (c->count > SIZE_MAX / esize / per)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: count %zu x %zu ranks x %zu bytes overflows the "
+                      "address space", fn, c->count, per, esize);
+  int need_send = !(c->coll == SCHED_BROADCAST && comm->rank != c->root);
+  if (need_send && !c->sendbuf)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: sendbuf is NULL with count %zu", fn, c->count);
+  if (!c->recvbuf)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: recvbuf is NULL with count %zu", fn, c->count);
+  if (need_send && !is_inplace(c, esize)) {
+    size_t sbytes = c->count * esize * (c->coll == SCHED_REDUCE_SCATTER ? per : 1);
+    size_t rbytes = c->count * esize * (c->coll == SCHED_ALL_GATHER ? per : 1);
+    uintptr_t s0 = (uintptr_t)c->sendbuf, r0 = (uintptr_t)c->recvbuf;
+    if (s0 < r0 + rbytes && r0 < s0 + sbytes)
+      return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                        "%s: sendbuf and recvbuf overlap but not in the "
+                        "in-place layout; see sharc.h for where an in-place "
+                        "sendbuf lies", fn);
+  }
+  return SHARC_OK;
+}
+
+static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
+  CHECK(validate(call));
+  if (call->count == 0 && call->coll != SCHED_BARRIER) return SHARC_OK;
+  call->ticket = coll_ticket(call->comm);
+  if (stream) return stream_enqueue(stream, call);
+  return coll_execute(call);
+}
+
+sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
+                                size_t sendcount, sharc_dtype_t dtype,
+                                sharc_comm_t comm, sharc_stream_t stream) {
+  coll_call_t c = {SCHED_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype,
+                   SHARC_SUM, 0, comm, 0};
+  return submit(&c, stream);
+}
+
+sharc_status_t sharc_reduce_scatter(const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, sharc_dtype_t dtype,
+                                    sharc_op_t op, sharc_comm_t comm,
+                                    sharc_stream_t stream) {
+  coll_call_t c = {SCHED_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
+                   op, 0, comm, 0};
+  return submit(&c, stream);
+}
+
+sharc_status_t sharc_all_reduce(const void *sendbuf, void *recvbuf,
+                                size_t count, sharc_dtype_t dtype,
+                                sharc_op_t op, sharc_comm_t comm,
+                                sharc_stream_t stream) {
+  coll_call_t c = {SCHED_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
+                   comm, 0};
+  return submit(&c, stream);
+}
+
+sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf,
+                               size_t count, sharc_dtype_t dtype, int root,
+                               sharc_comm_t comm, sharc_stream_t stream) {
+  coll_call_t c = {SCHED_BROADCAST, sendbuf, recvbuf, count, dtype, SHARC_SUM,
+                   root, comm, 0};
+  return submit(&c, stream);
+}
+
+sharc_status_t sharc_barrier(sharc_comm_t comm, sharc_stream_t stream) {
+  coll_call_t c = {SCHED_BARRIER, NULL, NULL, 1, SHARC_U8, SHARC_SUM, 0,
+                   comm, 0};
+  return submit(&c, stream);
+}

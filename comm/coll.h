@@ -1,0 +1,38 @@
+/*
+ * coll.h - collective entry points: argument checks, algorithm choice,
+ * ordering across streams, execution.
+ */
+#ifndef SHARC_COLL_H
+#define SHARC_COLL_H
+
+#include "comm.h"
+#include "schedule.h"
+
+/* One collective call, as enqueued. */
+typedef struct {
+  sched_coll_t coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count; /* NCCL meaning, see sched_args_t */
+  sharc_dtype_t dtype;
+  sharc_op_t op;
+  int root;
+  struct sharc_comm *comm;
+  uint64_t ticket; /* position in comm's issue order */
+} coll_call_t;
+
+/* Runs call now in the calling thread, after every earlier ticket of its
+ * comm was served. */
+sharc_status_t coll_execute(coll_call_t *call);
+/* Takes the next ticket of comm (issue order = execution order). */
+uint64_t coll_ticket(struct sharc_comm *comm);
+/* Passes a ticket without running it (a stream skipping work after an
+ * error). */
+void coll_skip(coll_call_t *call);
+/* Waits until every ticket issued on comm has been served. */
+void coll_drain(struct sharc_comm *comm);
+
+/* Enqueues call on stream (stream.c); call->ticket already taken. */
+sharc_status_t stream_enqueue(sharc_stream_t stream, const coll_call_t *call);
+
+#endif /* SHARC_COLL_H */

@@ -1,0 +1,232 @@
+/*
+ * exec.c - the host-memory executor: runs one rank's schedule (schedule.h)
+ * over the transports' FIFOs.
+ *
+ * Rounds run one after another; within a round every operation advances as
+ * far as its FIFO allows, at most one slice (SHARC_SLICE_BYTES) per visit,
+ * so a send, a receive and a reduction of the same round overlap. When no
+ * operation can move, the rank polls SHARC_SPIN times, then sleeps on its
+ * doorbell (wake.c); every 100 ms asleep it asks the transports whether the
+ * awaited peers are alive, and after SHARC_TIMEOUT seconds without any
+ * progress it fails with SHARC_ERR_TIMEOUT naming them.
+ */
+#include "exec.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce.h"
+
+typedef struct {
+  const sched_op_t *op;
+  transport_conn_t *conn; /* NULL for COPY */
+  size_t bytes;           /* payload bytes */
+  size_t wire;            /* payload + alignment padding */
+  size_t done;            /* bytes of wire moved */
+} op_state_t;
+
+#define EXEC_CHECK_INTERVAL_NS 100000000ull /* liveness check period */
+
+static inline uint8_t *buf_at(void *const bufs[3], int which, size_t off,
+                              size_t esize) {
+  return (uint8_t *)bufs[which] + off * esize;
+}
+
+/* Moves what can be moved for one op now; returns bytes moved. */
+static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
+                      sharc_dtype_t dtype, sharc_op_t op, size_t slice) {
+  const sched_op_t *o = st->op;
+  transport_conn_t *c = st->conn;
+  size_t moved = 0;
+  while (st->done < st->wire && moved < slice) {
+    size_t left = st->wire - st->done;
+    if (o->kind == SCHED_SEND) {
+      void *p;
+      size_t n = c->tp->send_space(c, &p);
+      if (n == 0) break;
+      n = SHARC_MIN(SHARC_MIN(n, left), slice - moved);
+      if (st->done < st->bytes) {
+        size_t data = SHARC_MIN(n, st->bytes - st->done);
+        memcpy(p, buf_at(bufs, o->src_buf, o->src_off, esize) + st->done, data);
+      }
+      c->tp->send_commit(c, n);
+      st->done += n;
+      moved += n;
+    } else {
+      const void *p;
+      size_t n = c->tp->recv_avail(c, &p);
+      n = SHARC_MIN(SHARC_MIN(n, left), slice - moved);
+      if (st->done < st->bytes) {
+        size_t data = SHARC_MIN(n, st->bytes - st->done);
+        if (o->kind == SCHED_RECV_REDUCE) {
+          data -= data % esize; /* whole elements only */
+          if (data == 0) break;
+          if (n > data && st->done + data < st->bytes) n = data;
+          kernel_reduce(dtype, op,
+                        buf_at(bufs, o->dst_buf, o->dst_off, esize) + st->done,
+                        p,
+                        buf_at(bufs, o->src_buf, o->src_off, esize) + st->done,
+                        data / esize);
+        } else {
+          if (data == 0) break;
+          memcpy(buf_at(bufs, o->dst_buf, o->dst_off, esize) + st->done, p,
+                 data);
+        }
+      }
+      if (n == 0) break;
+      c->tp->recv_release(c, n);
+      st->done += n;
+      moved += n;
+    }
+  }
+  return moved;
+}
+
+/* Whether an earlier unfinished op of the round uses the same FIFO. */
+static int blocked_by_earlier(const op_state_t *sts, size_t i) {
+  for (size_t j = 0; j < i; j++)
+    if (sts[j].conn == sts[i].conn && sts[j].done < sts[j].wire) return 1;
+  return 0;
+}
+
+static sharc_status_t failed_status(struct sharc_comm *comm) {
+  sharc_status_t st = (sharc_status_t)atomic_load(&comm->fail.status);
+  pthread_mutex_lock(&comm->err_lock);
+  char msg[sizeof comm->broken_msg];
+  snprintf(msg, sizeof msg, "%s", comm->broken_msg);
+  pthread_mutex_unlock(&comm->err_lock);
+  return comm_error(comm, st, "%s", msg);
+}
+
+/* Names the peers this rank is waiting for, "rank 3 (host a), rank 5 ...". */
+static void describe_waits(struct sharc_comm *comm, const op_state_t *sts,
+                           size_t n, char *out, size_t len) {
+  size_t o = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < n && o + 80 < len; i++) {
+    if (!sts[i].conn || sts[i].done >= sts[i].wire) continue;
+    int p = sts[i].conn->peer;
+    o += (size_t)snprintf(out + o, len - o, "%s%s rank %d (host %s)",
+                          o ? ", " : "",
+                          sts[i].op->kind == SCHED_SEND ? "sending to"
+                                                        : "receiving from",
+                          p, comm->peers[p].host);
+  }
+}
+
+static sharc_status_t check_conns(const op_state_t *sts, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!sts[i].conn || sts[i].done >= sts[i].wire) continue;
+    transport_conn_t *c = sts[i].conn;
+    sharc_status_t st = c->tp->check(c);
+    if (st != SHARC_OK) return st;
+  }
+  return SHARC_OK;
+}
+
+static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
+                                size_t r, op_state_t *sts, void *const bufs[3],
+                                sharc_dtype_t dtype, sharc_op_t op,
+                                size_t esize) {
+  size_t first = s->round_start[r], n = s->round_start[r + 1] - first;
+  uint64_t deadline = time_ns() + timeout_ns();
+  for (size_t i = 0; i < n; i++) {
+    const sched_op_t *o = &s->ops[first + i];
+    op_state_t *st = &sts[i];
+    st->op = o;
+    st->conn = NULL;
+    st->bytes = o->count * esize;
+    st->done = 0;
+    if (o->kind == SCHED_COPY) {
+      if (st->bytes)
+        memcpy(buf_at(bufs, o->dst_buf, o->dst_off, esize),
+               buf_at(bufs, o->src_buf, o->src_off, esize), st->bytes);
+      st->wire = 0;
+      continue;
+    }
+    st->wire = exec_wire_bytes(st->bytes);
+    const transport_t *tp = comm->tp[o->peer];
+    sharc_status_t cst = tp->connect(comm, o->peer, o->chan,
+                                     o->kind == SCHED_SEND, deadline, &st->conn);
+    if (cst != SHARC_OK) {
+      if (!atomic_load(&comm->fail.failed))
+        comm_fail(comm, cst == SHARC_ERR_PEER_LOST ? o->peer : -1, cst,
+                  err_last());
+      return cst;
+    }
+  }
+
+  size_t slice = (size_t)SHARC_MAX(param_int(PARAM_SLICE_BYTES), 4096);
+  slice -= slice % 64;
+  int64_t spin_max = SHARC_MAX(param_int(PARAM_SPIN), 0);
+  int64_t idle = 0;
+  uint64_t last_progress = time_ns(), last_check = last_progress;
+  for (;;) {
+    uint32_t seen = atomic_load(&comm->wake->doorbell);
+    size_t moved = 0;
+    int pending = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (sts[i].done >= sts[i].wire) continue;
+      pending = 1;
+      if (blocked_by_earlier(sts, i)) continue;
+      moved += advance(&sts[i], bufs, esize, dtype, op, slice);
+    }
+    if (moved) {
+      idle = 0;
+      last_progress = time_ns();
+      continue;
+    }
+    if (!pending) return SHARC_OK;
+    if (atomic_load(&comm->fail.failed)) return failed_status(comm);
+    if (++idle <= spin_max) {
+      sched_yield();
+      continue;
+    }
+    uint64_t now = time_ns();
+    if (now - last_check >= EXEC_CHECK_INTERVAL_NS) {
+      last_check = now;
+      shm_poll_notice(comm);
+      sharc_status_t cst = check_conns(sts, n);
+      if (cst != SHARC_OK && !atomic_load(&comm->fail.failed)) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err_last());
+        comm_fail(comm, -1, cst, why);
+      }
+      if (atomic_load(&comm->fail.failed)) return failed_status(comm);
+    }
+    if (now - last_progress >= timeout_ns()) {
+      char waits[400];
+      describe_waits(comm, sts, n, waits, sizeof waits);
+      sharc_status_t st = comm_error(
+          comm, SHARC_ERR_TIMEOUT,
+          "collective #%llu: no progress for %llu s while %s (SHARC_TIMEOUT=%s)",
+          (unsigned long long)comm->seq,
+          (unsigned long long)((now - last_progress) / 1000000000ull), waits,
+          param_str(PARAM_TIMEOUT));
+      char why[512];
+      snprintf(why, sizeof why, "%s", err_last());
+      comm_fail(comm, -1, st, why);
+      return st;
+    }
+    comm_wait(comm, seen, EXEC_CHECK_INTERVAL_NS);
+  }
+}
+
+sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
+                        void *const bufs[3], sharc_dtype_t dtype,
+                        sharc_op_t op) {
+  size_t esize = sharc_dtype_size(dtype);
+  size_t maxops = 0;
+  for (size_t r = 0; r < s->nrounds; r++)
+    maxops = SHARC_MAX(maxops, s->round_start[r + 1] - s->round_start[r]);
+  op_state_t stack[16];
+  op_state_t *sts = maxops <= 16 ? stack : malloc(maxops * sizeof *sts);
+  if (!sts) return comm_error(comm, SHARC_ERR_NO_MEM, "executor: out of memory");
+  sharc_status_t st = SHARC_OK;
+  for (size_t r = 0; r < s->nrounds && st == SHARC_OK; r++)
+    st = run_round(comm, s, r, sts, bufs, dtype, op, esize);
+  if (sts != stack) free(sts);
+  return st;
+}

@@ -1,0 +1,24 @@
+/*
+ * exec.h - runs one rank's schedule over the transports (host memory).
+ */
+#ifndef SHARC_EXEC_H
+#define SHARC_EXEC_H
+
+#include "comm.h"
+#include "schedule.h"
+
+/* Executes s on comm with bufs[SCHED_BUF_SEND/RECV/TMP] (TMP must hold
+ * s->tmp_count elements). op SHARC_AVG reduces as a sum (the caller divides).
+ * Returns the first error; on a transport failure the comm is marked failed
+ * and every peer is told. Blocks without spinning past SHARC_SPIN polls. */
+sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
+                        void *const bufs[3], sharc_dtype_t dtype,
+                        sharc_op_t op);
+
+/* Bytes an op of `bytes` occupies in a FIFO: every op starts 64-byte
+ * aligned in the stream so elements never straddle the FIFO wrap. */
+static inline size_t exec_wire_bytes(size_t bytes) {
+  return (bytes + 63) & ~(size_t)63;
+}
+
+#endif /* SHARC_EXEC_H */

@@ -1,0 +1,78 @@
+/*
+ * mem.c - sharc_mem_alloc / sharc_mem_free: host memory backed by a
+ * memfd, so same-host peers can map it (the registry below remembers each
+ * allocation's file descriptor for that).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core.h"
+
+typedef struct mem_region {
+  struct mem_region *next;
+  void *ptr;
+  size_t bytes;
+  int fd;
+} mem_region_t;
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static mem_region_t *mem_regions;
+
+sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes) {
+  if (!ptr) return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_alloc: ptr is NULL");
+  *ptr = NULL;
+  if (bytes == 0)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_alloc: bytes is 0");
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if (bytes > SIZE_MAX - page)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_alloc: %zu bytes is too large", bytes);
+  size_t len = (bytes + page - 1) / page * page;
+  mem_region_t *r = calloc(1, sizeof *r);
+  if (!r) return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: out of memory");
+  r->fd = memfd_create("sharc-mem", MFD_CLOEXEC);
+  if (r->fd < 0) {
+    free(r);
+    return err_set(SHARC_ERR_SYSTEM, "sharc_mem_alloc: memfd_create: %s", strerror(errno));
+  }
+  if (ftruncate(r->fd, (off_t)len) != 0) {
+    int e = errno;
+    close(r->fd);
+    free(r);
+    return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: %zu bytes: %s", bytes, strerror(e));
+  }
+  r->ptr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+  if (r->ptr == MAP_FAILED) {
+    int e = errno;
+    close(r->fd);
+    free(r);
+    return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: mapping %zu bytes: %s", bytes,
+                   strerror(e));
+  }
+  r->bytes = len;
+  pthread_mutex_lock(&mem_lock);
+  r->next = mem_regions;
+  mem_regions = r;
+  pthread_mutex_unlock(&mem_lock);
+  *ptr = r->ptr;
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_mem_free(void *ptr) {
+  if (!ptr) return SHARC_OK;
+  pthread_mutex_lock(&mem_lock);
+  mem_region_t **pp = &mem_regions;
+  while (*pp && (*pp)->ptr != ptr) pp = &(*pp)->next;
+  mem_region_t *r = *pp;
+  if (r) *pp = r->next;
+  pthread_mutex_unlock(&mem_lock);
+  if (!r)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_mem_free: %p was not returned by sharc_mem_alloc", ptr);
+  munmap(r->ptr, r->bytes);
+  close(r->fd);
+  free(r);
+  return SHARC_OK;
+}

@@ -1,0 +1,201 @@
+/*
+ * stream.c - host streams (in-order work queues, one thread each) and
+ * events, the host-memory counterpart of CUDA streams (DESIGN.md item 6).
+ *
+ * A stream numbers the work enqueued on it; an event records the number of
+ * the last item at record time and completes when the stream's completed
+ * count reaches it. The stream's first error is sticky: later work on it is
+ * skipped (its tickets still passed, so other streams are not blocked) and
+ * synchronize returns that error.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+
+typedef struct work {
+  struct work *next;
+  coll_call_t call;
+} work_t;
+
+struct sharc_stream {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond; /* work arrived / work completed */
+  work_t *head, *tail;
+  uint64_t enqueued, completed;
+  uint64_t err_at; /* item number of the first error (0: none) */
+  sharc_status_t err;
+  char err_msg[512];
+  int stop;
+};
+
+struct sharc_event {
+  pthread_mutex_t lock;
+  struct sharc_stream *stream;
+  uint64_t target;
+};
+
+static void *stream_main(void *arg) {
+  struct sharc_stream *s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (!s->head && !s->stop) pthread_cond_wait(&s->cond, &s->lock);
+    if (!s->head) break;
+    work_t *w = s->head;
+    int failed = s->err != SHARC_OK;
+    pthread_mutex_unlock(&s->lock);
+    sharc_status_t st = SHARC_OK;
+    if (failed)
+      coll_skip(&w->call);
+    else
+      st = coll_execute(&w->call);
+    pthread_mutex_lock(&s->lock);
+    if (st != SHARC_OK && s->err == SHARC_OK) {
+      s->err = st;
+      s->err_at = s->completed + 1;
+      strncpy(s->err_msg, sharc_comm_last_error(w->call.comm),
+              sizeof s->err_msg - 1);
+    }
+    s->head = w->next;
+    if (!s->head) s->tail = NULL;
+    s->completed++;
+    free(w);
+    pthread_cond_broadcast(&s->cond);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+sharc_status_t sharc_stream_create(sharc_stream_t *stream) {
+  if (!stream)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_stream_create: stream is NULL");
+  struct sharc_stream *s = calloc(1, sizeof *s);
+  if (!s) return err_set(SHARC_ERR_NO_MEM, "sharc_stream_create: out of memory");
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->cond, NULL);
+  int rc = pthread_create(&s->thread, NULL, stream_main, s);
+  if (rc != 0) {
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+    return err_set(SHARC_ERR_SYSTEM, "sharc_stream_create: pthread_create: %s",
+                   strerror(rc));
+  }
+  *stream = s;
+  return SHARC_OK;
+}
+
+sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
+  work_t *w = malloc(sizeof *w);
+  if (!w) {
+    coll_call_t skip = *call;
+    coll_skip(&skip); /* keep the comm's order moving */
+    return err_set(SHARC_ERR_NO_MEM, "stream: out of memory");
+  }
+  w->next = NULL;
+  w->call = *call;
+  pthread_mutex_lock(&s->lock);
+  if (s->tail)
+    s->tail->next = w;
+  else
+    s->head = w;
+  s->tail = w;
+  s->enqueued++;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  return SHARC_OK;
+}
+
+/* Waits until item `target` completed; returns the error of the items up to
+ * it, if any. */
+static sharc_status_t wait_for(struct sharc_stream *s, uint64_t target) {
+  pthread_mutex_lock(&s->lock);
+  while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
+  sharc_status_t st = SHARC_OK;
+  if (s->err != SHARC_OK && s->err_at <= target) {
+    st = s->err;
+    err_set(st, "%s", s->err_msg);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+sharc_status_t sharc_stream_synchronize(sharc_stream_t s) {
+  if (!s) return err_set(SHARC_ERR_INVALID_ARG, "sharc_stream_synchronize: stream is NULL");
+  pthread_mutex_lock(&s->lock);
+  uint64_t target = s->enqueued;
+  pthread_mutex_unlock(&s->lock);
+  return wait_for(s, target);
+}
+
+sharc_status_t sharc_stream_destroy(sharc_stream_t s) {
+  if (!s) return SHARC_OK;
+  sharc_status_t st = sharc_stream_synchronize(s);
+  pthread_mutex_lock(&s->lock);
+  s->stop = 1;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->thread, NULL);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->cond);
+  free(s);
+  return st;
+}
+
+sharc_status_t sharc_event_create(sharc_event_t *event) {
+  if (!event) return err_set(SHARC_ERR_INVALID_ARG, "sharc_event_create: event is NULL");
+  struct sharc_event *e = calloc(1, sizeof *e);
+  if (!e) return err_set(SHARC_ERR_NO_MEM, "sharc_event_create: out of memory");
+  pthread_mutex_init(&e->lock, NULL);
+  *event = e;
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_event_destroy(sharc_event_t e) {
+  if (!e) return SHARC_OK;
+  pthread_mutex_destroy(&e->lock);
+  free(e);
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_event_record(sharc_event_t e, sharc_stream_t s) {
+  if (!e || !s)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_event_record: %s is NULL",
+                   !e ? "event" : "stream");
+  pthread_mutex_lock(&s->lock);
+  uint64_t target = s->enqueued;
+  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(&e->lock);
+  e->stream = s;
+  e->target = target;
+  pthread_mutex_unlock(&e->lock);
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_event_synchronize(sharc_event_t e) {
+  if (!e) return err_set(SHARC_ERR_INVALID_ARG, "sharc_event_synchronize: event is NULL");
+  pthread_mutex_lock(&e->lock);
+  struct sharc_stream *s = e->stream;
+  uint64_t target = e->target;
+  pthread_mutex_unlock(&e->lock);
+  return s ? wait_for(s, target) : SHARC_OK;
+}
+
+sharc_status_t sharc_event_query(sharc_event_t e, int *done) {
+  if (!e || !done)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_event_query: %s is NULL",
+                   !e ? "event" : "done");
+  pthread_mutex_lock(&e->lock);
+  struct sharc_stream *s = e->stream;
+  uint64_t target = e->target;
+  pthread_mutex_unlock(&e->lock);
+  *done = 1;
+  if (s) {
+    pthread_mutex_lock(&s->lock);
+    *done = s->completed >= target;
+    pthread_mutex_unlock(&s->lock);
+  }
+  return SHARC_OK;
+}

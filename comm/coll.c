@@ -120,7 +120,7 @@ static sharc_status_t run_call(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
   size_t esize = sharc_dtype_size(call->dtype);
   size_t bytes = call->count * esize;
-  sched_algo_t algo;
+  sched_algo_t algo = SCHED_ALGO_RING;
   CHECK(pick_algo(comm, call->coll, bytes, &algo));
   sched_args_t args = {
       .coll = call->coll,

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sharc needs, only those missing (idempotent).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config iproute2 python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+else
+  echo "deps: all present (${pkgs[*]})"
+fi

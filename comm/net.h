@@ -23,6 +23,10 @@ sharc_status_t net_resolve(const char *host, int port, net_addr_t *out);
  * "SHARC_ADDR") in the error message. */
 sharc_status_t net_parse_hostport(const char *s, const char *what,
                                   net_addr_t *out);
+/* The same split without a name lookup: host (brackets removed, at most
+ * hlen-1 chars) and port 1..65535. */
+sharc_status_t net_split_hostport(const char *s, const char *what, char *host,
+                                  size_t hlen, int *port);
 /* "10.0.0.1:29500" / "[::1]:29500" into buf. Returns buf. */
 const char *net_addr_str(const net_addr_t *a, char *buf, size_t len);
 int net_addr_port(const net_addr_t *a);
@@ -54,6 +58,9 @@ sharc_status_t net_local_addr(int fd, net_addr_t *out);
  * ("eth0", prefix "eth", "^lo" exclude, "=eth0" exact); SHARC_ERR_NET when
  * none matches, naming the spec. */
 sharc_status_t net_if_addr(const char *spec, net_addr_t *out);
+/* Like net_if_addr but records no error: 0 when found, -1 when none.
+ * spec NULL: the first interface that is up and not loopback. */
+int net_if_find(const char *spec, net_addr_t *out);
 void net_set_nonblocking(int fd);
 
 #endif /* SHARC_NET_H */

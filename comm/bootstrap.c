@@ -1,0 +1,1037 @@
+/*
+ * bootstrap.c - launcher environment, unique ids, the rendezvous root thread
+ * and its client, host identity.
+ *
+ * Rendezvous protocol (same architecture on both ends, so fixed-size
+ * little-endian structs): every message starts with wire_hdr_t (magic,
+ * version, type, payload length). A rank sends HELLO {token, nranks,
+ * peer_info_t}; the root answers TABLE (nranks peer_info_t ordered by rank)
+ * once all ranks registered, or ERROR {status, text} (missing ranks after
+ * SHARC_TIMEOUT, or a rejected hello that carried the right token).
+ * Connections with a bad magic/version/length/token, or silent for
+ * HELLO_WAIT_NS, are logged and dropped; the rendezvous goes on.
+ */
+#include "bootstrap.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WIRE_MAGIC 0x43524853u /* "SHRC" */
+#define WIRE_VERSION 1
+#define MAX_RANKS (1 << 16)
+#define MAX_ERROR_BYTES 4096
+#define MAX_PENDING 256              /* unregistered connections at once */
+#define HELLO_WAIT_NS 5000000000ull  /* a connection must say hello in 5 s */
+#define REPLY_GRACE_NS 2000000000ull /* let the root's timeout list win */
+
+enum { MSG_HELLO = 1, MSG_TABLE = 2, MSG_ERROR = 3 };
+
+typedef struct {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  uint32_t len; /* payload bytes that follow */
+} wire_hdr_t;
+
+typedef struct {
+  uint8_t token[SHARC_TOKEN_BYTES];
+  int32_t nranks;
+  int32_t reserved;
+  peer_info_t info;
+} hello_t;
+
+/* ---- hashing and host identity ---- */
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+#define FNV_BASIS 0xcbf29ce484222325ull
+
+static uint64_t fnv_str(uint64_t h, const char *s) {
+  return fnv1a(h, s, strlen(s) + 1); /* include the NUL as a separator */
+}
+
+uint64_t host_identity(void) {
+  const char *id = param_str(PARAM_HOSTID);
+  if (*id)
+    return fnv_str(FNV_BASIS, id);
+  uint64_t h = fnv_str(FNV_BASIS, host_name());
+  char boot[64] = "";
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+  if (f) {
+    if (!fgets(boot, sizeof boot, f))
+      boot[0] = '\0';
+    fclose(f);
+  }
+  h = fnv_str(h, boot);
+  struct stat st;
+  if (stat("/proc/self/ns/net", &st) == 0) {
+    uint64_t ns[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    h = fnv1a(h, ns, sizeof ns);
+  }
+  return h;
+}
+
+/* ---- launcher environment ---- */
+
+static const char *ev(const char *name) {
+  const char *v = getenv(name);
+  return (v && *v) ? v : NULL;
+}
+
+/* Parses variable `name` as an integer in [lo, hi]. */
+static sharc_status_t env_int(const char *name, const char *what, long lo,
+                              long hi, int *out) {
+  const char *v = ev(name);
+  char *end = NULL;
+  errno = 0;
+  long x = v ? strtol(v, &end, 10) : 0;
+  if (!v || errno || end == v || *end)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: %s=%s is not an integer; set it to %s", name,
+                   v ? v : "", what);
+  if (x < lo || x > hi)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: %s=%ld is out of range %ld..%ld; set it to %s",
+                   name, x, lo, hi, what);
+  *out = (int)x;
+  return SHARC_OK;
+}
+
+/* Rank and size (required), local rank and size (optional: -1). */
+static sharc_status_t read_ranks(bootstrap_env_t *env, const char *source,
+                                 const char *rank, const char *size,
+                                 const char *lrank, const char *lsize) {
+  env->source = source;
+  CHECK(env_int(size, "the number of processes (>= 1)", 1, MAX_RANKS,
+                &env->nranks));
+  CHECK(env_int(rank, "this process's rank, below the number of processes", 0,
+                env->nranks - 1, &env->rank));
+  if (lrank && ev(lrank))
+    CHECK(env_int(lrank, "the rank among this host's processes", 0, MAX_RANKS,
+                  &env->local_rank));
+  if (lsize && ev(lsize))
+    CHECK(env_int(lsize, "the number of processes on this host", 1, MAX_RANKS,
+                  &env->local_size));
+  return SHARC_OK;
+}
+
+/* The first of vars[] that is unset, or NULL. */
+static const char *first_missing(const char *const *vars) {
+  for (; *vars; vars++)
+    if (!ev(*vars))
+      return *vars;
+  return NULL;
+}
+
+static sharc_status_t incomplete(const char *src, const char *set,
+                                 const char *missing, const char *all) {
+  return err_set(SHARC_ERR_INVALID_ARG,
+                 "bootstrap: %s launch is incomplete: %s is set but %s is "
+                 "not; set %s together (or unset %s)",
+                 src, set, missing, all, set);
+}
+
+static sharc_status_t set_host(bootstrap_env_t *env, const char *var,
+                               const char *host) {
+  if (strlen(host) >= sizeof env->root_host)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: %s is too long (%zu "
+                   "characters)",
+                   var, strlen(host));
+  strcpy(env->root_host, host);
+  return SHARC_OK;
+}
+
+static sharc_status_t port_var(const char *var, int *port) {
+  return env_int(var, "a free TCP port (1..65535) on rank 0's host", 1, 65535,
+                 port);
+}
+
+/* SHARC_PORT if set (and not 0), else *port unchanged. */
+static sharc_status_t sharc_port(int *port) {
+  const char *v = ev("SHARC_PORT");
+  if (!v || !strcmp(v, "0"))
+    return SHARC_OK;
+  return port_var("SHARC_PORT", port);
+}
+
+static sharc_status_t parse_token(const char *hex, uint8_t *tok) {
+  size_t n = strlen(hex);
+  for (size_t i = 0; i < n; i++)
+    if (!((hex[i] >= '0' && hex[i] <= '9') ||
+          (hex[i] >= 'a' && hex[i] <= 'f') || (hex[i] >= 'A' && hex[i] <= 'F')))
+      n = 0;
+  if (n != 2 * SHARC_TOKEN_BYTES)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: SHARC_TOKEN=%s is not %d hex digits; pass the "
+                   "same token to every rank (sharcrun does) or unset it",
+                   hex, 2 * SHARC_TOKEN_BYTES);
+  for (int i = 0; i < SHARC_TOKEN_BYTES; i++) {
+    unsigned b;
+    sscanf(hex + 2 * i, "%2x", &b);
+    tok[i] = (uint8_t)b;
+  }
+  return SHARC_OK;
+}
+
+static sharc_status_t env_sharc(bootstrap_env_t *env) {
+  static const char *const req[] = {"SHARC_RANK", "SHARC_WORLD_SIZE",
+                                    "SHARC_ADDR", NULL};
+  const char *miss = first_missing(req);
+  if (miss)
+    return incomplete("SHARC_*",
+                      ev("SHARC_RANK") ? "SHARC_RANK" : "SHARC_WORLD_SIZE",
+                      miss, "SHARC_RANK, SHARC_WORLD_SIZE and SHARC_ADDR");
+  CHECK(read_ranks(env, "SHARC_*", "SHARC_RANK", "SHARC_WORLD_SIZE",
+                   "SHARC_LOCAL_RANK", "SHARC_LOCAL_SIZE"));
+  return net_split_hostport(ev("SHARC_ADDR"), "SHARC_ADDR", env->root_host,
+                            sizeof env->root_host, &env->root_port);
+}
+
+static sharc_status_t env_torchrun(bootstrap_env_t *env) {
+  static const char *const req[] = {"RANK", "WORLD_SIZE", "MASTER_ADDR",
+                                    "MASTER_PORT", NULL};
+  const char *miss = first_missing(req);
+  if (miss)
+    return incomplete("torchrun-style", ev("RANK") ? "RANK" : "WORLD_SIZE",
+                      miss, "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
+  CHECK(read_ranks(env, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                   "LOCAL_WORLD_SIZE"));
+  CHECK(set_host(env, "MASTER_ADDR", ev("MASTER_ADDR")));
+  return port_var("MASTER_PORT", &env->root_port);
+}
+
+/* Under Slurm the rendezvous is the first host of the step's node list (where
+ * srun's block distribution puts rank 0) on SHARC_PORT, else on
+ * 29500 + SLURM_JOB_ID % 1000 (two concurrent steps of one job need
+ * SHARC_PORT to differ). */
+static sharc_status_t env_slurm(bootstrap_env_t *env) {
+  const char *ntasks = ev("SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS";
+  if (!ev(ntasks))
+    return incomplete("Slurm", "SLURM_PROCID", "SLURM_NTASKS",
+                      "SLURM_PROCID and SLURM_NTASKS (run under srun)");
+  CHECK(
+      read_ranks(env, "Slurm", "SLURM_PROCID", ntasks, "SLURM_LOCALID", NULL));
+  const char *tpn = ev("SLURM_NTASKS_PER_NODE");
+  char *end = NULL;
+  long l = tpn ? strtol(tpn, &end, 10) : -1;
+  env->local_size =
+      (tpn && *end == '\0' && l > 0 && l <= MAX_RANKS) ? (int)l : -1;
+  const char *nlvar = ev("SLURM_STEP_NODELIST")  ? "SLURM_STEP_NODELIST"
+                      : ev("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST"
+                                                 : "SLURM_NODELIST";
+  if (!ev(nlvar))
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: Slurm launch without SLURM_STEP_NODELIST or "
+                   "SLURM_JOB_NODELIST; run under srun, or set SHARC_ADDR, "
+                   "SHARC_RANK and SHARC_WORLD_SIZE");
+  sharc_status_t st = bootstrap_slurm_first_host(ev(nlvar), env->root_host,
+                                                 sizeof env->root_host);
+  if (st != SHARC_OK) {
+    char why[600];
+    snprintf(why, sizeof why, "%s", err_last());
+    return err_set(st, "%s=%s: %s", nlvar, ev(nlvar), why);
+  }
+  env->root_port = 0;
+  CHECK(sharc_port(&env->root_port));
+  if (env->root_port == 0) {
+    int job;
+    if (!ev("SLURM_JOB_ID"))
+      return err_set(SHARC_ERR_INVALID_ARG,
+                     "bootstrap: Slurm launch without SLURM_JOB_ID to derive "
+                     "the rendezvous port from; set SHARC_PORT");
+    CHECK(env_int("SLURM_JOB_ID", "the Slurm job id", 0, 0x7fffffff, &job));
+    env->root_port = 29500 + job % 1000;
+  }
+  return SHARC_OK;
+}
+
+/* Open MPI gives ranks but no rendezvous: SHARC_ADDR, else MASTER_ADDR with
+ * MASTER_PORT/SHARC_PORT; when every rank is on one host (local size ==
+ * size), 127.0.0.1 on SHARC_PORT or 29500 + hash(job id) % 1000. */
+static sharc_status_t env_ompi(bootstrap_env_t *env) {
+  if (!ev("OMPI_COMM_WORLD_SIZE"))
+    return incomplete("Open MPI", "OMPI_COMM_WORLD_RANK",
+                      "OMPI_COMM_WORLD_SIZE", "both (run under mpirun)");
+  CHECK(read_ranks(env, "Open MPI", "OMPI_COMM_WORLD_RANK",
+                   "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                   "OMPI_COMM_WORLD_LOCAL_SIZE"));
+  if (ev("SHARC_ADDR"))
+    return net_split_hostport(ev("SHARC_ADDR"), "SHARC_ADDR", env->root_host,
+                              sizeof env->root_host, &env->root_port);
+  env->root_port = 0;
+  if (ev("MASTER_ADDR")) {
+    CHECK(set_host(env, "MASTER_ADDR", ev("MASTER_ADDR")));
+    if (ev("MASTER_PORT"))
+      return port_var("MASTER_PORT", &env->root_port);
+    CHECK(sharc_port(&env->root_port));
+    if (env->root_port == 0)
+      return err_set(SHARC_ERR_INVALID_ARG,
+                     "bootstrap: Open MPI launch with MASTER_ADDR=%s but no "
+                     "port; set MASTER_PORT or SHARC_PORT (mpirun -x ...)",
+                     env->root_host);
+    return SHARC_OK;
+  }
+  if (env->local_size != env->nranks)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: Open MPI launch across hosts has no rendezvous "
+                   "address; set SHARC_ADDR=host:port (the host of rank 0), "
+                   "e.g. mpirun -x SHARC_ADDR=node01:29500, or MASTER_ADDR "
+                   "and MASTER_PORT");
+  strcpy(env->root_host, "127.0.0.1");
+  CHECK(sharc_port(&env->root_port));
+  if (env->root_port == 0) {
+    const char *job = ev("OMPI_MCA_ess_base_jobid");
+    if (!job)
+      job = ev("PMIX_NAMESPACE");
+    env->root_port = 29500 + (job ? (int)(fnv_str(FNV_BASIS, job) % 1000) : 0);
+  }
+  return SHARC_OK;
+}
+
+/* Job identity every rank sees alike, for a token when SHARC_TOKEN is not
+ * given. Such a token only keeps other jobs out; it is not a secret. */
+static void derive_token(bootstrap_env_t *env) {
+  static const char *const ids[] = {
+      "TORCHELASTIC_RUN_ID",     "SLURM_JOB_ID",   "SLURM_STEP_ID",
+      "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", NULL};
+  uint64_t h = fnv_str(FNV_BASIS, env->source);
+  h = fnv_str(h, env->root_host);
+  h = fnv1a(h, &env->root_port, sizeof env->root_port);
+  for (int i = 0; ids[i]; i++) {
+    const char *v = ev(ids[i]);
+    h = fnv_str(h, v ? v : "");
+  }
+  uint64_t h2 = fnv_str(h ^ 0x5348415243ull, "sharc-token");
+  memcpy(env->token, &h, 8);
+  memcpy(env->token + 8, &h2, 8);
+}
+
+sharc_status_t bootstrap_env_read(bootstrap_env_t *env) {
+  memset(env, 0, sizeof *env);
+  env->local_rank = env->local_size = -1;
+  sharc_status_t st;
+  if (ev("SHARC_RANK") || ev("SHARC_WORLD_SIZE"))
+    st = env_sharc(env);
+  else if (ev("RANK") || ev("WORLD_SIZE"))
+    st = env_torchrun(env);
+  else if (ev("SLURM_PROCID") && !ev("OMPI_COMM_WORLD_RANK"))
+    /* mpirun inside an allocation inherits the batch step's SLURM_PROCID */
+    st = env_slurm(env);
+  else if (ev("OMPI_COMM_WORLD_RANK"))
+    st = env_ompi(env);
+  else
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "no launcher environment found: set SHARC_RANK, "
+                   "SHARC_WORLD_SIZE and SHARC_ADDR, or run under sharcrun, "
+                   "torchrun, srun or mpirun");
+  if (st != SHARC_OK)
+    return st;
+  if (env->local_rank >= 0 && env->local_size > 0 &&
+      env->local_rank >= env->local_size)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: %s launch: local rank %d is not below the local "
+                   "size %d; fix the launcher's local rank/size variables",
+                   env->source, env->local_rank, env->local_size);
+  if (ev("SHARC_TOKEN"))
+    CHECK(parse_token(ev("SHARC_TOKEN"), env->token));
+  else
+    derive_token(env);
+  env->host_root = env->rank == 0;
+  INFO(SUB_INIT, "bootstrap: %s launch: rank %d of %d, rendezvous %s:%d",
+       env->source, env->rank, env->nranks, env->root_host, env->root_port);
+  return SHARC_OK;
+}
+
+sharc_status_t bootstrap_slurm_first_host(const char *nodelist, char *out,
+                                          size_t outlen) {
+  size_t o = 0;
+  const char *p = nodelist ? nodelist : "";
+  /* Copy the first top-level entry; each [..] group becomes its first
+   * number, literally (zero padding kept): "n[01-04,07]x" -> "n01x". */
+  while (*p && *p != ',') {
+    if (*p == '[') {
+      const char *q = ++p;
+      while (*q >= '0' && *q <= '9')
+        q++;
+      const char *close = strchr(p, ']');
+      if (q == p || !close || (*q != '-' && *q != ',' && *q != ']'))
+        return err_set(SHARC_ERR_INVALID_ARG,
+                       "bootstrap: Slurm node list '%s' has a malformed range "
+                       "near '%s'; set SHARC_ADDR to rank 0's host:port",
+                       nodelist, p - 1);
+      if (o + (size_t)(q - p) >= outlen)
+        goto too_long;
+      memcpy(out + o, p, (size_t)(q - p));
+      o += (size_t)(q - p);
+      p = close + 1;
+      continue;
+    }
+    if (*p == ']')
+      break;
+    if (o + 1 >= outlen)
+      goto too_long;
+    out[o++] = *p++;
+  }
+  if (o == 0 || (*p && *p != ','))
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: cannot read the first host of Slurm node list "
+                   "'%s'; set SHARC_ADDR to rank 0's host:port",
+                   nodelist ? nodelist : "");
+  out[o] = '\0';
+  return SHARC_OK;
+too_long:
+  return err_set(SHARC_ERR_INVALID_ARG,
+                 "bootstrap: first host of Slurm node list '%s' is too long",
+                 nodelist);
+}
+
+/* ---- root thread ---- */
+
+typedef struct {
+  int fd;
+  int rank;          /* -1 until its hello registered */
+  uint64_t deadline; /* hello must be complete by then */
+  size_t got;
+  uint8_t buf[sizeof(wire_hdr_t) + sizeof(hello_t)];
+  char who[96];
+} conn_t;
+
+typedef struct {
+  int lfd;
+  int nranks; /* 0 until the first hello (unique id) */
+  uint8_t token[SHARC_TOKEN_BYTES];
+  char where[300];   /* the rendezvous address, for messages */
+  char tmo_env[32];  /* SHARC_TIMEOUT as given */
+  uint64_t timeout;  /* ns */
+  uint64_t deadline; /* 0: not started (unique id before the first hello) */
+  conn_t *conns;
+  int nconns, cap, npending, warned_full;
+  peer_info_t *table;
+  uint8_t *have;
+  int nhave;
+} root_t;
+
+static int token_equal(const uint8_t *a, const uint8_t *b) {
+  uint8_t d = 0;
+  for (int i = 0; i < SHARC_TOKEN_BYTES; i++)
+    d |= (uint8_t)(a[i] ^ b[i]);
+  return d == 0;
+}
+
+static sharc_status_t send_msg(int fd, int type, const void *p, uint32_t len,
+                               uint64_t deadline) {
+  wire_hdr_t h = {WIRE_MAGIC, WIRE_VERSION, (uint16_t)type, len};
+  CHECK(net_send_all(fd, &h, sizeof h, deadline));
+  return len ? net_send_all(fd, p, len, deadline) : SHARC_OK;
+}
+
+static void send_error(int fd, sharc_status_t st, const char *msg) {
+  char buf[MAX_ERROR_BYTES];
+  int32_t s = st;
+  size_t n = strlen(msg) + 1;
+  if (n > sizeof buf - sizeof s)
+    n = sizeof buf - sizeof s;
+  memcpy(buf, &s, sizeof s);
+  memcpy(buf + sizeof s, msg, n);
+  buf[sizeof s + n - 1] = '\0';
+  send_msg(fd, MSG_ERROR, buf, (uint32_t)(sizeof s + n),
+           time_ns() + 1000000000ull);
+}
+
+static void conn_close(root_t *r, conn_t *c) {
+  if (c->rank >= 0) {
+    r->have[c->rank] = 0;
+    r->nhave--;
+  } else {
+    r->npending--;
+  }
+  close(c->fd);
+  c->fd = -1;
+}
+
+/* Logs why c is dropped; with st != OK also tells the peer (it proved it is
+ * one of ours with the token, so it deserves to know). */
+static void conn_drop(root_t *r, conn_t *c, sharc_status_t st, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+static void conn_drop(root_t *r, conn_t *c, sharc_status_t st, const char *fmt,
+                      ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  WARN(SUB_INIT, "bootstrap root at %s: dropping connection from %s: %s",
+       r->where, c->who, msg);
+  if (st != SHARC_OK) {
+    char full[1024];
+    snprintf(full, sizeof full,
+             "bootstrap: the rendezvous at %s rejected this "
+             "rank: %s",
+             r->where, msg);
+    send_error(c->fd, st, full);
+  }
+  conn_close(r, c);
+}
+
+static void hello_done(root_t *r, conn_t *c) {
+  hello_t h;
+  memcpy(&h, c->buf + sizeof(wire_hdr_t), sizeof h);
+  if (!token_equal(h.token, r->token)) {
+    conn_drop(r, c, SHARC_OK,
+              "wrong job token (another job, or a stray client)");
+    return;
+  }
+  if (h.nranks < 1 || h.nranks > MAX_RANKS) {
+    conn_drop(r, c, SHARC_ERR_INVALID_ARG, "nranks %d is not in 1..%d",
+              (int)h.nranks, MAX_RANKS);
+    return;
+  }
+  if (r->nranks == 0) { /* unique id: the first hello sizes the job */
+    r->table = calloc((size_t)h.nranks, sizeof *r->table);
+    r->have = calloc((size_t)h.nranks, 1);
+    if (!r->table || !r->have) {
+      conn_drop(r, c, SHARC_ERR_NO_MEM, "no memory for %d ranks",
+                (int)h.nranks);
+      return;
+    }
+    r->nranks = h.nranks;
+    r->deadline = time_ns() + r->timeout;
+  }
+  int rank = h.info.rank;
+  if (h.nranks != r->nranks) {
+    conn_drop(r, c, SHARC_ERR_MISMATCH,
+              "rank %d says nranks %d but the job has %d; give every rank the "
+              "same world size",
+              rank, (int)h.nranks, r->nranks);
+  } else if (rank < 0 || rank >= r->nranks) {
+    conn_drop(r, c, SHARC_ERR_INVALID_ARG, "rank %d is not in 0..%d", rank,
+              r->nranks - 1);
+  } else if (h.info.addr.len > sizeof h.info.addr.sa) {
+    conn_drop(r, c, SHARC_ERR_INVALID_ARG, "rank %d sent a bad address", rank);
+  } else if (r->have[rank]) {
+    conn_drop(r, c, SHARC_ERR_INVALID_ARG,
+              "rank %d registered twice (first from %s, pid %d); give each "
+              "process a distinct rank",
+              rank, r->table[rank].host, (int)r->table[rank].pid);
+  } else {
+    h.info.host[SHARC_HOSTNAME_MAX - 1] = '\0';
+    r->table[rank] = h.info;
+    r->have[rank] = 1;
+    r->nhave++;
+    r->npending--;
+    c->rank = rank;
+    TRACE(SUB_INIT, "bootstrap root: rank %d from %s (%d/%d)", rank, c->who,
+          r->nhave, r->nranks);
+  }
+}
+
+/* Reads what c has sent so far; validates the header as soon as it is in. */
+static void conn_read(root_t *r, conn_t *c) {
+  if (c->rank >= 0) { /* registered ranks only wait: data or EOF ends them */
+    char b;
+    ssize_t k = recv(c->fd, &b, 1, MSG_DONTWAIT);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+      WARN(SUB_INIT,
+           "bootstrap root at %s: rank %d (%s) left before the "
+           "rendezvous completed",
+           r->where, c->rank, c->who);
+      conn_close(r, c);
+    } else if (k > 0) {
+      conn_drop(r, c, SHARC_OK, "rank %d sent data after its hello", c->rank);
+    }
+    return;
+  }
+  size_t need = sizeof(wire_hdr_t);
+  if (c->got >= need)
+    need += sizeof(hello_t);
+  ssize_t k = recv(c->fd, c->buf + c->got, need - c->got, MSG_DONTWAIT);
+  if (k == 0) {
+    conn_drop(r, c, SHARC_OK, "closed after %zu bytes, before a complete hello",
+              c->got);
+    return;
+  }
+  if (k < 0) {
+    if (errno != EAGAIN && errno != EINTR)
+      conn_drop(r, c, SHARC_OK, "%s", strerror(errno));
+    return;
+  }
+  c->got += (size_t)k;
+  wire_hdr_t h;
+  memcpy(&h, c->buf, sizeof h);
+  if (c->got >= sizeof h.magic && h.magic != WIRE_MAGIC) {
+    conn_drop(r, c, SHARC_OK, "not a sharc hello (bad magic 0x%08x)",
+              (unsigned)h.magic);
+  } else if (c->got >= sizeof h && h.version != WIRE_VERSION) {
+    conn_drop(r, c, SHARC_OK,
+              "protocol version %u, expected %u (mixed sharc "
+              "versions?)",
+              (unsigned)h.version, WIRE_VERSION);
+  } else if (c->got >= sizeof h &&
+             (h.type != MSG_HELLO || h.len != sizeof(hello_t))) {
+    conn_drop(r, c, SHARC_OK,
+              "message type %u length %u, expected a hello "
+              "of %zu bytes",
+              (unsigned)h.type, (unsigned)h.len, sizeof(hello_t));
+  } else if (c->got == sizeof c->buf) {
+    hello_done(r, c);
+  }
+}
+
+static void root_accept(root_t *r, uint64_t now) {
+  for (;;) {
+    net_addr_t a;
+    memset(&a, 0, sizeof a);
+    a.len = sizeof a.sa;
+    int fd = accept4(r->lfd, (struct sockaddr *)&a.sa, &a.len,
+                     SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        WARN(SUB_INIT, "bootstrap root at %s: accept: %s", r->where,
+             strerror(errno));
+      return;
+    }
+    char who[96];
+    net_addr_str(&a, who, sizeof who);
+    if (r->npending >= MAX_PENDING) {
+      if (!r->warned_full++)
+        WARN(SUB_INIT,
+             "bootstrap root at %s: %d connections without a hello; "
+             "refusing more (from %s)",
+             r->where, MAX_PENDING, who);
+      close(fd);
+      continue;
+    }
+    if (r->nconns == r->cap) {
+      int cap = r->cap ? 2 * r->cap : 16;
+      conn_t *n = realloc(r->conns, (size_t)cap * sizeof *n);
+      if (!n) {
+        close(fd);
+        continue;
+      }
+      r->conns = n;
+      r->cap = cap;
+    }
+    conn_t *c = &r->conns[r->nconns++];
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->rank = -1;
+    c->deadline = now + SHARC_MIN(HELLO_WAIT_NS, r->timeout);
+    snprintf(c->who, sizeof c->who, "%s", who);
+    r->npending++;
+  }
+}
+
+/* "ranks 2,5-9" of the ranks not registered. */
+static void missing_list(const root_t *r, char *out, size_t len) {
+  size_t o = (size_t)snprintf(out, len, "rank%s ",
+                              r->nranks - r->nhave > 1 ? "s" : "");
+  for (int i = 0; i < r->nranks && o + 24 < len; i++) {
+    if (r->have[i])
+      continue;
+    int j = i;
+    while (j + 1 < r->nranks && !r->have[j + 1])
+      j++;
+    o += (size_t)(j > i ? snprintf(out + o, len - o, "%s%d-%d",
+                                   out[o - 1] == ' ' ? "" : ",", i, j)
+                        : snprintf(out + o, len - o, "%s%d",
+                                   out[o - 1] == ' ' ? "" : ",", i));
+    i = j;
+  }
+}
+
+/* Answers every registered rank. Ranks of this very process go last: one of
+ * them may exit as soon as it has its answer, which would end this thread
+ * before the others were served (data already sent still gets delivered). */
+static void root_finish(root_t *r, int complete) {
+  char msg[1400];
+  if (!complete) {
+    char miss[400];
+    missing_list(r, miss, sizeof miss);
+    snprintf(msg, sizeof msg,
+             "bootstrap: %s not seen after %.0f s at %s (SHARC_TIMEOUT=%s); "
+             "%d of %d ranks arrived: check that every process started and "
+             "uses the same address and world size",
+             miss, (double)r->timeout / 1e9, r->where, r->tmo_env, r->nhave,
+             r->nranks);
+    WARN(SUB_INIT, "%s", msg);
+  }
+  size_t bytes = (size_t)r->nranks * sizeof(peer_info_t);
+  uint64_t dl = time_ns() + SHARC_MIN(r->timeout, 10000000000ull);
+  int32_t me = (int32_t)getpid();
+  uint64_t host = host_identity();
+  for (int own = 0; own < 2; own++)
+    for (int i = 0; i < r->nconns; i++) {
+      conn_t *c = &r->conns[i];
+      if (c->rank < 0 || (r->table[c->rank].pid == me &&
+                          r->table[c->rank].host_hash == host) != own)
+        continue;
+      if (!complete)
+        send_error(c->fd, SHARC_ERR_TIMEOUT, msg);
+      else if (send_msg(c->fd, MSG_TABLE, r->table, (uint32_t)bytes, dl))
+        WARN(SUB_INIT,
+             "bootstrap root at %s: could not send the rank table "
+             "to rank %d (%s)",
+             r->where, c->rank, c->who);
+    }
+  if (complete)
+    INFO(SUB_INIT, "bootstrap root at %s: %d ranks registered", r->where,
+         r->nranks);
+}
+
+static void *root_main(void *arg) {
+  root_t *r = arg;
+  struct pollfd *pf = NULL;
+  int pcap = 0, complete = 0;
+  for (;;) {
+    uint64_t now = time_ns();
+    if (r->nranks > 0 && r->nhave == r->nranks) {
+      complete = 1;
+      break;
+    }
+    if (r->deadline && now >= r->deadline)
+      break;
+    uint64_t wake = r->deadline ? r->deadline : UINT64_MAX;
+    int n = 0;
+    for (int i = 0; i < r->nconns; i++) { /* compact, expire silent ones */
+      conn_t *c = &r->conns[i];
+      if (c->fd >= 0 && c->rank < 0 && now >= c->deadline)
+        conn_drop(r, c, SHARC_OK, "no complete hello within %.0f s (%zu bytes)",
+                  (double)SHARC_MIN(HELLO_WAIT_NS, r->timeout) / 1e9, c->got);
+      if (c->fd < 0)
+        continue;
+      if (c->rank < 0)
+        wake = SHARC_MIN(wake, c->deadline);
+      r->conns[n++] = *c;
+    }
+    r->nconns = n;
+    if (pcap < n + 1) {
+      struct pollfd *np = realloc(pf, (size_t)(n + 16) * sizeof *np);
+      if (!np)
+        break;
+      pf = np;
+      pcap = n + 16;
+    }
+    pf[0] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+    for (int i = 0; i < n; i++)
+      pf[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
+    int ms = -1;
+    if (wake != UINT64_MAX)
+      ms = wake <= now
+               ? 0
+               : (int)SHARC_MIN((wake - now + 999999) / 1000000, 60000u);
+    int rc = poll(pf, (nfds_t)(n + 1), ms);
+    if (rc < 0 && errno != EINTR) {
+      WARN(SUB_INIT, "bootstrap root at %s: poll: %s", r->where,
+           strerror(errno));
+      break;
+    }
+    if (rc <= 0)
+      continue;
+    for (int i = 0; i < n; i++)
+      if (pf[i + 1].revents)
+        conn_read(r, &r->conns[i]);
+    if (pf[0].revents)
+      root_accept(r, time_ns());
+  }
+  root_finish(r, complete);
+  for (int i = 0; i < r->nconns; i++)
+    if (r->conns[i].fd >= 0)
+      close(r->conns[i].fd);
+  close(r->lfd);
+  free(pf);
+  free(r->conns);
+  free(r->table);
+  free(r->have);
+  free(r);
+  return NULL;
+}
+
+/* Takes ownership of lfd; nranks 0 means "learn from the first hello". */
+static sharc_status_t root_spawn(int lfd, int nranks, const uint8_t *token,
+                                 const char *where) {
+  root_t *r = calloc(1, sizeof *r);
+  if (!r) {
+    close(lfd);
+    return err_set(SHARC_ERR_NO_MEM, "bootstrap: no memory for the root");
+  }
+  r->lfd = lfd;
+  r->nranks = nranks;
+  memcpy(r->token, token, SHARC_TOKEN_BYTES);
+  snprintf(r->where, sizeof r->where, "%s", where);
+  snprintf(r->tmo_env, sizeof r->tmo_env, "%s", param_str(PARAM_TIMEOUT));
+  r->timeout = timeout_ns();
+  if (nranks > 0) {
+    r->table = calloc((size_t)nranks, sizeof *r->table);
+    r->have = calloc((size_t)nranks, 1);
+    r->deadline = time_ns() + r->timeout;
+  }
+  pthread_t t;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  int rc = (nranks > 0 && (!r->table || !r->have))
+               ? ENOMEM
+               : pthread_create(&t, &at, root_main, r);
+  pthread_attr_destroy(&at);
+  if (rc != 0) {
+    free(r->table);
+    free(r->have);
+    free(r);
+    close(lfd);
+    return err_set(SHARC_ERR_SYSTEM,
+                   "bootstrap: cannot start the root thread: %s", strerror(rc));
+  }
+  return SHARC_OK;
+}
+
+static const char *port_hint(const char *source) {
+  if (source && !strcmp(source, "torchrun"))
+    return "MASTER_PORT";
+  if (source && !strcmp(source, "Slurm"))
+    return "SHARC_PORT";
+  if (source && !strcmp(source, "Open MPI"))
+    return "SHARC_ADDR or SHARC_PORT";
+  return "SHARC_ADDR";
+}
+
+/* Listens on the wildcard address of root_host's family: a host name may
+ * resolve to 127.0.1.1 on its own host (Debian's /etc/hosts) and to the
+ * real address elsewhere; the token keeps strangers out. */
+sharc_status_t bootstrap_root_start(const bootstrap_env_t *env) {
+  if (env->nranks < 1 || env->nranks > MAX_RANKS)
+    return err_set(SHARC_ERR_INVALID_ARG, "bootstrap: nranks %d not in 1..%d",
+                   env->nranks, MAX_RANKS);
+  net_addr_t a, any;
+  CHECK(net_resolve(env->root_host, env->root_port, &a));
+  memset(&any, 0, sizeof any);
+  any.sa.ss_family = a.sa.ss_family;
+  any.len = a.len;
+  net_addr_set_port(&any, env->root_port);
+  int lfd;
+  if (net_listen(&any, 512, &lfd, NULL) != SHARC_OK) {
+    char why[300];
+    snprintf(why, sizeof why, "%s", err_last());
+    return err_set(SHARC_ERR_NET,
+                   "bootstrap: cannot serve the rendezvous %s:%d: %s; if "
+                   "another job uses the port, choose another with %s",
+                   env->root_host, env->root_port, why, port_hint(env->source));
+  }
+  char where[300];
+  snprintf(where, sizeof where, "%s:%d", env->root_host, env->root_port);
+  INFO(SUB_INIT, "bootstrap: root listening at %s for %d ranks", where,
+       env->nranks);
+  return root_spawn(lfd, env->nranks, env->token, where);
+}
+
+/* ---- unique id ----
+ * Layout of sharc_unique_id_t.internal (128 bytes, host byte order):
+ *   0 u32 magic "SHUI" | 4 u16 version | 6 u16 address length
+ *   8 token[16] | 24 sockaddr (in or in6, up to 96 bytes)
+ *   124 u32 FNV-1a checksum of bytes 0..123                               */
+#define UID_MAGIC 0x49554853u
+#define UID_VERSION 1
+#define UID_ADDR_OFF 24
+#define UID_SUM_OFF 124
+
+static uint32_t uid_sum(const char *p) {
+  return (uint32_t)fnv1a(FNV_BASIS, p, UID_SUM_OFF);
+}
+
+sharc_status_t bootstrap_unique_id_create(sharc_unique_id_t *id) {
+  net_addr_t a;
+  const char *spec = param_str(PARAM_SOCKET_IFNAME);
+  if (*spec)
+    CHECK(net_if_addr(spec, &a));
+  else if (net_if_find(NULL, &a) != 0)
+    CHECK(net_resolve("127.0.0.1", 0, &a));
+  uint8_t token[SHARC_TOKEN_BYTES];
+  CHECK(random_bytes(token, sizeof token));
+  int lfd;
+  net_addr_t bound;
+  CHECK(net_listen(&a, 512, &lfd, &bound));
+  char where[96];
+  net_addr_str(&bound, where, sizeof where);
+  sharc_status_t st = root_spawn(lfd, 0, token, where);
+  if (st != SHARC_OK)
+    return st;
+  memset(id, 0, sizeof *id);
+  uint32_t magic = UID_MAGIC;
+  uint16_t ver = UID_VERSION, alen = (uint16_t)bound.len;
+  memcpy(id->internal, &magic, 4);
+  memcpy(id->internal + 4, &ver, 2);
+  memcpy(id->internal + 6, &alen, 2);
+  memcpy(id->internal + 8, token, SHARC_TOKEN_BYTES);
+  memcpy(id->internal + UID_ADDR_OFF, &bound.sa, bound.len);
+  uint32_t sum = uid_sum(id->internal);
+  memcpy(id->internal + UID_SUM_OFF, &sum, 4);
+  INFO(SUB_INIT, "bootstrap: unique id root listening at %s", where);
+  return SHARC_OK;
+}
+
+sharc_status_t bootstrap_unique_id_parse(const sharc_unique_id_t *id,
+                                         bootstrap_env_t *env) {
+  uint32_t magic, sum;
+  uint16_t ver, alen;
+  memcpy(&magic, id->internal, 4);
+  memcpy(&ver, id->internal + 4, 2);
+  memcpy(&alen, id->internal + 6, 2);
+  memcpy(&sum, id->internal + UID_SUM_OFF, 4);
+  net_addr_t a;
+  memset(&a, 0, sizeof a);
+  if (alen <= UID_SUM_OFF - UID_ADDR_OFF && alen <= sizeof a.sa)
+    memcpy(&a.sa, id->internal + UID_ADDR_OFF, alen);
+  a.len = alen;
+  int fam_ok =
+      (a.sa.ss_family == AF_INET && alen == sizeof(struct sockaddr_in)) ||
+      (a.sa.ss_family == AF_INET6 && alen == sizeof(struct sockaddr_in6));
+  if (magic != UID_MAGIC || ver != UID_VERSION ||
+      sum != uid_sum(id->internal) || !fam_ok)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: not a valid sharc unique id (magic 0x%08x "
+                   "version %u); pass every rank the bytes from "
+                   "sharc_get_unique_id unchanged",
+                   (unsigned)magic, (unsigned)ver);
+  int rc = getnameinfo((struct sockaddr *)&a.sa, a.len, env->root_host,
+                       sizeof env->root_host, NULL, 0, NI_NUMERICHOST);
+  if (rc != 0)
+    return err_set(SHARC_ERR_INVALID_ARG, "bootstrap: unique id address: %s",
+                   gai_strerror(rc));
+  env->root_port = net_addr_port(&a);
+  memcpy(env->token, id->internal + 8, SHARC_TOKEN_BYTES);
+  if (!env->source)
+    env->source = "unique id";
+  return SHARC_OK;
+}
+
+/* ---- client ---- */
+
+sharc_status_t bootstrap_rendezvous(const bootstrap_env_t *env,
+                                    const peer_info_t *mine,
+                                    peer_info_t *table) {
+  if (env->nranks < 1 || env->nranks > MAX_RANKS || env->rank < 0 ||
+      env->rank >= env->nranks)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: rank %d of %d ranks is not valid (need 0 <= "
+                   "rank < nranks <= %d)",
+                   env->rank, env->nranks, MAX_RANKS);
+  char where[300], why[1100];
+  snprintf(where, sizeof where, "%s:%d", env->root_host, env->root_port);
+  net_addr_t ra;
+  CHECK(net_resolve(env->root_host, env->root_port, &ra));
+  uint64_t t = timeout_ns(), deadline = time_ns() + t;
+  const char *tmo = param_str(PARAM_TIMEOUT);
+  int fd = -1;
+  sharc_status_t st = net_connect(&ra, deadline, &fd);
+  if (st != SHARC_OK) {
+    snprintf(why, sizeof why, "%s", err_last());
+    return err_set(st,
+                   "bootstrap: rank %d cannot reach the rendezvous at %s "
+                   "within %.0f s (SHARC_TIMEOUT=%s; %s): check that rank 0 "
+                   "runs and that %s is its address (from %s)",
+                   env->rank, where, (double)t / 1e9, tmo, why, where,
+                   env->source ? env->source : "the caller");
+  }
+  hello_t h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.token, env->token, SHARC_TOKEN_BYTES);
+  h.nranks = env->nranks;
+  h.info = *mine;
+  h.info.rank = env->rank;
+  wire_hdr_t rh;
+  CHECK_GOTO(send_msg(fd, MSG_HELLO, &h, sizeof h, deadline), st, done);
+  /* The root's deadline ran from its own start; a grace lets its list of
+   * missing ranks arrive before this rank gives up on its own. */
+  deadline += REPLY_GRACE_NS;
+  st = net_recv_all(fd, &rh, sizeof rh, deadline);
+  if (st == SHARC_ERR_TIMEOUT) {
+    st = err_set(st,
+                 "bootstrap: rank %d got no answer from the rendezvous at "
+                 "%s within %.0f s (SHARC_TIMEOUT=%s); the root process may "
+                 "be stuck",
+                 env->rank, where, (double)t / 1e9, tmo);
+    goto done;
+  }
+  if (st != SHARC_OK) {
+    st = err_set(SHARC_ERR_NET,
+                 "bootstrap: the rendezvous at %s closed the connection of "
+                 "rank %d without answering: the job token differs (another "
+                 "job on this port, or a different SHARC_TOKEN) or the root "
+                 "process ended; see its log",
+                 where, env->rank);
+    goto done;
+  }
+  size_t tbytes = (size_t)env->nranks * sizeof(peer_info_t);
+  if (rh.magic != WIRE_MAGIC || rh.version != WIRE_VERSION ||
+      !((rh.type == MSG_TABLE && rh.len == tbytes) ||
+        (rh.type == MSG_ERROR && rh.len > 4 && rh.len <= MAX_ERROR_BYTES))) {
+    st = err_set(SHARC_ERR_NET,
+                 "bootstrap: the rendezvous at %s answered "
+                 "with a bad header (magic 0x%08x version %u type %u length "
+                 "%u); is it another program or sharc version?",
+                 where, (unsigned)rh.magic, (unsigned)rh.version,
+                 (unsigned)rh.type, (unsigned)rh.len);
+    goto done;
+  }
+  if (rh.type == MSG_ERROR) {
+    char buf[MAX_ERROR_BYTES + 1];
+    CHECK_GOTO(net_recv_all(fd, buf, rh.len, deadline), st, done);
+    buf[rh.len] = '\0';
+    int32_t code;
+    memcpy(&code, buf, 4);
+    if (code >= 0 || code < SHARC_ERR_INTERNAL)
+      code = SHARC_ERR_INTERNAL;
+    st = err_set((sharc_status_t)code, "%s", buf + 4);
+    goto done;
+  }
+  CHECK_GOTO(net_recv_all(fd, table, tbytes, deadline), st, done);
+  for (int i = 0; i < env->nranks; i++)
+    if (table[i].rank != i) {
+      st = err_set(SHARC_ERR_INTERNAL,
+                   "bootstrap: rank table entry %d holds "
+                   "rank %d",
+                   i, (int)table[i].rank);
+      goto done;
+    }
+  TRACE(SUB_INIT, "bootstrap: rank %d has the table of %d ranks", env->rank,
+        env->nranks);
+done:
+  close(fd);
+  return st;
+}
+
+sharc_status_t bootstrap_local_addr(const bootstrap_env_t *env,
+                                    net_addr_t *out) {
+  const char *spec = param_str(PARAM_SOCKET_IFNAME);
+  if (*spec)
+    return net_if_addr(spec, out);
+  net_addr_t ra;
+  CHECK(net_resolve(env->root_host, env->root_port ? env->root_port : 9, &ra));
+  /* A UDP connect() only picks the route and source address: no packet. */
+  int s = socket(ra.sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return err_set(SHARC_ERR_SYSTEM, "bootstrap: socket: %s", strerror(errno));
+  sharc_status_t st = SHARC_OK;
+  if (connect(s, (struct sockaddr *)&ra.sa, ra.len) != 0)
+    st = err_set(SHARC_ERR_NET,
+                 "bootstrap: no route from this host to the "
+                 "rendezvous %s:%d: %s; set SHARC_SOCKET_IFNAME",
+                 env->root_host, env->root_port, strerror(errno));
+  else
+    st = net_local_addr(s, out);
+  close(s);
+  return st;
+}

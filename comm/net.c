@@ -1,0 +1,493 @@
+/*
+ * net.c - TCP socket helpers for the bootstrap and the tcp transport: name
+ * resolution, listen/accept/connect, whole-buffer send/receive and
+ * interface selection (SHARC_SOCKET_IFNAME). IPv4 and IPv6.
+ *
+ * Every blocking call waits in poll() against an absolute deadline on the
+ * time_ns() clock, so nothing here blocks forever. Sends use MSG_NOSIGNAL:
+ * a peer that went away gives SHARC_ERR_NET, never SIGPIPE.
+ */
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- addresses ---- */
+
+sharc_status_t net_resolve(const char *host, int port, net_addr_t *out) {
+  if (!host || !*host || port < 0 || port > 65535)
+    return err_set(SHARC_ERR_INVALID_ARG, "net: cannot resolve '%s' port %d",
+                   host ? host : "(null)", port);
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  char serv[16];
+  snprintf(serv, sizeof serv, "%d", port);
+  hints.ai_flags = AI_NUMERICSERV;
+  int rc = getaddrinfo(host, serv, &hints, &res);
+  if (rc != 0 || !res)
+    return err_set(SHARC_ERR_NET,
+                   "net: cannot resolve host '%s': %s; use an IP address or a "
+                   "name every host can resolve",
+                   host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+  /* Prefer IPv4: it is what launchers hand out and what every host routes. */
+  struct addrinfo *pick = res;
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+    if (ai->ai_family == AF_INET) {
+      pick = ai;
+      break;
+    }
+  memset(out, 0, sizeof *out);
+  memcpy(&out->sa, pick->ai_addr, pick->ai_addrlen);
+  out->len = pick->ai_addrlen;
+  freeaddrinfo(res);
+  return SHARC_OK;
+}
+
+sharc_status_t net_split_hostport(const char *s, const char *what, char *host,
+                                  size_t hlen, int *port) {
+  const char *h = s ? s : "", *colon;
+  size_t n;
+  if (h[0] == '[') {
+    const char *close = strchr(h, ']');
+    colon = close && close[1] == ':' ? close + 1 : NULL;
+    n = close ? (size_t)(close - h - 1) : 0;
+    h++;
+  } else {
+    colon = strrchr(h, ':');
+    n = colon ? (size_t)(colon - h) : 0;
+    if (colon && memchr(h, ':', n))
+      colon = NULL; /* bare IPv6 */
+  }
+  if (!colon || n == 0 || n >= hlen)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "%s=%s is not host:port; write it as 10.0.0.1:29500 (IPv6 "
+                   "as [fd00::1]:29500)",
+                   what, s ? s : "");
+  memcpy(host, h, n);
+  host[n] = '\0';
+  char *end = NULL;
+  errno = 0;
+  long p = strtol(colon + 1, &end, 10);
+  if (errno || end == colon + 1 || *end || p < 1 || p > 65535)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "%s=%s: port '%s' is not a number in 1..65535; use a free "
+                   "port of that host",
+                   what, s, colon + 1);
+  *port = (int)p;
+  return SHARC_OK;
+}
+
+sharc_status_t net_parse_hostport(const char *s, const char *what,
+                                  net_addr_t *out) {
+  char host[256];
+  int port;
+  CHECK(net_split_hostport(s, what, host, sizeof host, &port));
+  return net_resolve(host, port, out);
+}
+
+const char *net_addr_str(const net_addr_t *a, char *buf, size_t len) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  int port = net_addr_port(a);
+  if (a->sa.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->sa)->sin_addr, ip,
+              sizeof ip);
+    snprintf(buf, len, "%s:%d", ip, port);
+  } else if (a->sa.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->sa)->sin6_addr, ip,
+              sizeof ip);
+    snprintf(buf, len, "[%s]:%d", ip, port);
+  } else {
+    snprintf(buf, len, "(family %d)", (int)a->sa.ss_family);
+  }
+  return buf;
+}
+
+int net_addr_port(const net_addr_t *a) {
+  if (a->sa.ss_family == AF_INET)
+    return ntohs(((const struct sockaddr_in *)&a->sa)->sin_port);
+  if (a->sa.ss_family == AF_INET6)
+    return ntohs(((const struct sockaddr_in6 *)&a->sa)->sin6_port);
+  return -1;
+}
+
+void net_addr_set_port(net_addr_t *a, int port) {
+  if (a->sa.ss_family == AF_INET)
+    ((struct sockaddr_in *)&a->sa)->sin_port = htons((uint16_t)port);
+  else if (a->sa.ss_family == AF_INET6)
+    ((struct sockaddr_in6 *)&a->sa)->sin6_port = htons((uint16_t)port);
+}
+
+/* ---- socket set-up ---- */
+
+void net_set_nonblocking(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl != -1)
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void set_blocking(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl != -1)
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+}
+
+static void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* Milliseconds until deadline for poll(), rounded up, 0 when past. */
+static int ms_left(uint64_t deadline_ns) {
+  uint64_t now = time_ns();
+  if (now >= deadline_ns)
+    return 0;
+  uint64_t ms = (deadline_ns - now + 999999) / 1000000;
+  return ms > 60000 ? 60000 : (int)ms; /* re-check the clock at least 1/min */
+}
+
+/* Waits for events on fd until the deadline. 1: ready, 0: timed out,
+ * -1: poll failed (errno set). */
+static int wait_fd(int fd, short events, uint64_t deadline_ns) {
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = events, .revents = 0};
+    int ms = ms_left(deadline_ns);
+    int rc = poll(&p, 1, ms);
+    if (rc > 0)
+      return 1;
+    if (rc < 0 && errno != EINTR)
+      return -1;
+    if (rc == 0 && time_ns() >= deadline_ns)
+      return 0;
+  }
+}
+
+static double secs(uint64_t ns) { return (double)ns / 1e9; }
+
+sharc_status_t net_listen(const net_addr_t *addr, int backlog, int *fd,
+                          net_addr_t *bound) {
+  char as[96];
+  int s =
+      socket(addr->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0)
+    return err_set(SHARC_ERR_SYSTEM, "net: socket() for %s: %s",
+                   net_addr_str(addr, as, sizeof as), strerror(errno));
+  int one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (addr->sa.ss_family == AF_INET6) {
+    int zero = 0; /* a wildcard v6 listener also takes IPv4 peers */
+    setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  }
+  if (bind(s, (const struct sockaddr *)&addr->sa, addr->len) != 0) {
+    int e = errno;
+    close(s);
+    return err_set(SHARC_ERR_NET, "net: cannot listen on %s: %s%s",
+                   net_addr_str(addr, as, sizeof as), strerror(e),
+                   e == EADDRINUSE      ? " (another process holds the port)"
+                   : e == EADDRNOTAVAIL ? " (the address is not on this host)"
+                                        : "");
+  }
+  if (listen(s, backlog > 0 ? backlog : 128) != 0) {
+    int e = errno;
+    close(s);
+    return err_set(SHARC_ERR_NET, "net: listen on %s: %s",
+                   net_addr_str(addr, as, sizeof as), strerror(e));
+  }
+  if (bound) {
+    memset(bound, 0, sizeof *bound);
+    bound->len = sizeof bound->sa;
+    if (getsockname(s, (struct sockaddr *)&bound->sa, &bound->len) != 0) {
+      int e = errno;
+      close(s);
+      return err_set(SHARC_ERR_SYSTEM, "net: getsockname: %s", strerror(e));
+    }
+  }
+  *fd = s;
+  return SHARC_OK;
+}
+
+sharc_status_t net_accept(int lfd, uint64_t deadline_ns, int *fd,
+                          net_addr_t *peer) {
+  for (;;) {
+    net_addr_t a;
+    memset(&a, 0, sizeof a);
+    a.len = sizeof a.sa;
+    int s = accept4(lfd, (struct sockaddr *)&a.sa, &a.len, SOCK_CLOEXEC);
+    if (s >= 0) {
+      set_blocking(s); /* accept4 without SOCK_NONBLOCK: already blocking */
+      set_nodelay(s);
+      if (peer)
+        *peer = a;
+      *fd = s;
+      return SHARC_OK;
+    }
+    if (errno == EINTR || errno == ECONNABORTED)
+      continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return err_set(SHARC_ERR_NET, "net: accept: %s", strerror(errno));
+    int w = wait_fd(lfd, POLLIN, deadline_ns);
+    if (w == 0)
+      return err_set(SHARC_ERR_TIMEOUT,
+                     "net: no incoming connection before the deadline "
+                     "(SHARC_TIMEOUT=%s)",
+                     param_str(PARAM_TIMEOUT));
+    if (w < 0)
+      return err_set(SHARC_ERR_NET, "net: poll: %s", strerror(errno));
+  }
+}
+
+/* Errors after which the listener may still come up: retry. */
+static int retryable(int e) {
+  return e == ECONNREFUSED || e == ENETUNREACH || e == EHOSTUNREACH ||
+         e == ETIMEDOUT || e == ECONNRESET || e == EAGAIN || e == ECONNABORTED;
+}
+
+static void sleep_until_min(uint64_t ns, uint64_t deadline_ns) {
+  uint64_t now = time_ns();
+  if (now >= deadline_ns)
+    return;
+  if (now + ns > deadline_ns)
+    ns = deadline_ns - now;
+  struct timespec ts = {(time_t)(ns / 1000000000ull),
+                        (long)(ns % 1000000000ull)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+sharc_status_t net_connect(const net_addr_t *a, uint64_t deadline_ns, int *fd) {
+  char as[96];
+  uint64_t start = time_ns(), backoff = 10000000ull; /* 10 ms, up to 200 ms */
+  int last = 0, tries = 0;
+  for (;;) {
+    tries++;
+    int s =
+        socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+      return err_set(SHARC_ERR_SYSTEM, "net: socket() to %s: %s",
+                     net_addr_str(a, as, sizeof as), strerror(errno));
+    int e = 0;
+    if (connect(s, (const struct sockaddr *)&a->sa, a->len) != 0) {
+      e = errno;
+      if (e == EINPROGRESS || e == EINTR) {
+        int w = wait_fd(s, POLLOUT, deadline_ns);
+        if (w > 0) {
+          socklen_t el = sizeof e;
+          if (getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el) != 0)
+            e = errno;
+        } else {
+          e = w == 0 ? ETIMEDOUT : errno;
+        }
+      }
+    }
+    if (e == 0) {
+      set_blocking(s);
+      set_nodelay(s);
+      *fd = s;
+      TRACE(SUB_NET, "net: connected to %s after %d tries",
+            net_addr_str(a, as, sizeof as), tries);
+      return SHARC_OK;
+    }
+    close(s);
+    last = e;
+    if (!retryable(e))
+      return err_set(SHARC_ERR_NET, "net: connect to %s: %s",
+                     net_addr_str(a, as, sizeof as), strerror(e));
+    if (time_ns() >= deadline_ns)
+      break;
+    sleep_until_min(backoff, deadline_ns);
+    backoff = SHARC_MIN(backoff * 2, 200000000ull);
+    if (time_ns() >= deadline_ns)
+      break;
+  }
+  return err_set(SHARC_ERR_TIMEOUT,
+                 "net: cannot connect to %s after %.0f s, %d tries (last "
+                 "error: %s)",
+                 net_addr_str(a, as, sizeof as), secs(time_ns() - start), tries,
+                 strerror(last));
+}
+
+/* ---- data ---- */
+
+sharc_status_t net_send_all(int fd, const void *buf, size_t n,
+                            uint64_t deadline_ns) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      n -= (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      return err_set(SHARC_ERR_NET, "net: send on fd %d: %s%s", fd,
+                     strerror(errno),
+                     (errno == EPIPE || errno == ECONNRESET)
+                         ? " (connection closed by the peer)"
+                         : "");
+    int w = wait_fd(fd, POLLOUT, deadline_ns);
+    if (w == 0)
+      return err_set(SHARC_ERR_TIMEOUT,
+                     "net: send on fd %d: peer took no data before the "
+                     "deadline (%zu bytes left)",
+                     fd, n);
+    if (w < 0)
+      return err_set(SHARC_ERR_NET, "net: poll: %s", strerror(errno));
+  }
+  return SHARC_OK;
+}
+
+sharc_status_t net_recv_all(int fd, void *buf, size_t n, uint64_t deadline_ns) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t k = recv(fd, p, n, MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      n -= (size_t)k;
+      continue;
+    }
+    if (k == 0)
+      return err_set(SHARC_ERR_NET,
+                     "net: recv on fd %d: connection closed by the peer "
+                     "(%zu bytes missing)",
+                     fd, n);
+    if (errno == EINTR)
+      continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return err_set(SHARC_ERR_NET, "net: recv on fd %d: %s", fd,
+                     strerror(errno));
+    int w = wait_fd(fd, POLLIN, deadline_ns);
+    if (w == 0)
+      return err_set(SHARC_ERR_TIMEOUT,
+                     "net: recv on fd %d: no data before the deadline (%zu "
+                     "bytes missing)",
+                     fd, n);
+    if (w < 0)
+      return err_set(SHARC_ERR_NET, "net: poll: %s", strerror(errno));
+  }
+  return SHARC_OK;
+}
+
+sharc_status_t net_local_addr(int fd, net_addr_t *out) {
+  memset(out, 0, sizeof *out);
+  out->len = sizeof out->sa;
+  if (getsockname(fd, (struct sockaddr *)&out->sa, &out->len) != 0)
+    return err_set(SHARC_ERR_SYSTEM, "net: getsockname: %s", strerror(errno));
+  net_addr_set_port(out, 0);
+  return SHARC_OK;
+}
+
+/* ---- interfaces ---- */
+
+/* Does interface `name` pass the NCCL-style spec? An empty spec takes all. */
+static int if_matches(const char *spec, const char *name) {
+  int exclude = 0, exact = 0;
+  if (*spec == '^')
+    exclude = 1, spec++;
+  if (*spec == '=')
+    exact = 1, spec++;
+  int hit = 0;
+  const char *p = spec;
+  while (*p && !hit) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n > 0) {
+      if (exact)
+        hit = strlen(name) == n && !strncmp(name, p, n);
+      else
+        hit = !strncmp(name, p, n);
+    }
+    p = e ? e + 1 : p + n;
+  }
+  return exclude ? !hit : hit;
+}
+
+static int v6_link_local(const struct sockaddr *sa) {
+  const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+  return IN6_IS_ADDR_LINKLOCAL(a);
+}
+
+/* Picks the interface address for spec (NULL: any up, non-loopback one). */
+static const struct ifaddrs *if_pick(const struct ifaddrs *ifs,
+                                     const char *spec) {
+  /* Pass 0: IPv4; pass 1: global IPv6; pass 2: link-local IPv6 (only
+   * useful on one link, but better than nothing when it is all there is). */
+  for (int pass = 0; pass < 3; pass++)
+    for (const struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+      if (!i->ifa_addr || !(i->ifa_flags & IFF_UP))
+        continue;
+      int fam = i->ifa_addr->sa_family;
+      if (pass == 0 ? fam != AF_INET : fam != AF_INET6)
+        continue;
+      if (pass > 0 && v6_link_local(i->ifa_addr) != (pass == 2))
+        continue;
+      if (spec ? if_matches(spec, i->ifa_name) : !(i->ifa_flags & IFF_LOOPBACK))
+        return i;
+    }
+  return NULL;
+}
+
+static void if_copy(const struct ifaddrs *i, net_addr_t *out) {
+  memset(out, 0, sizeof *out);
+  out->len = i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                               : sizeof(struct sockaddr_in6);
+  memcpy(&out->sa, i->ifa_addr, out->len);
+  net_addr_set_port(out, 0);
+}
+
+int net_if_find(const char *spec, net_addr_t *out) {
+  struct ifaddrs *ifs = NULL;
+  if (getifaddrs(&ifs) != 0)
+    return -1;
+  const struct ifaddrs *i = if_pick(ifs, spec);
+  if (i)
+    if_copy(i, out);
+  freeifaddrs(ifs);
+  return i ? 0 : -1;
+}
+
+sharc_status_t net_if_addr(const char *spec, net_addr_t *out) {
+  struct ifaddrs *ifs = NULL;
+  if (getifaddrs(&ifs) != 0)
+    return err_set(SHARC_ERR_SYSTEM, "net: getifaddrs: %s", strerror(errno));
+  if (!spec)
+    spec = "";
+  const struct ifaddrs *pick = if_pick(ifs, spec);
+  if (!pick) {
+    char have[256] = "";
+    size_t o = 0;
+    for (const struct ifaddrs *i = ifs; i && o + 20 < sizeof have;
+         i = i->ifa_next)
+      if (i->ifa_addr &&
+          (i->ifa_addr->sa_family == AF_INET ||
+           i->ifa_addr->sa_family == AF_INET6) &&
+          !strstr(have, i->ifa_name))
+        o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", o ? "," : "",
+                              i->ifa_name);
+    freeifaddrs(ifs);
+    return err_set(
+        SHARC_ERR_NET,
+        "net: SHARC_SOCKET_IFNAME=%s matches no interface that is up "
+        "with an IP address (interfaces: %s); use a prefix "
+        "(eth), an exact name (=eth0) or an exclusion (^lo,docker)",
+        spec, have[0] ? have : "none");
+  }
+  if_copy(pick, out);
+  char as[96];
+  TRACE(SUB_NET, "net: SHARC_SOCKET_IFNAME=%s -> %s %s", spec, pick->ifa_name,
+        net_addr_str(out, as, sizeof as));
+  freeifaddrs(ifs);
+  return SHARC_OK;
+}

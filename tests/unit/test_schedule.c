@@ -1,0 +1,376 @@
+/*
+ * test_schedule.c - proves every algorithm schedule correct in the
+ * simulator (comm/schedule_sim.c) over rank counts 1..64, counts including
+ * 0 and counts no rank/chunk count divides, in and out of place, 1 and 2
+ * channels, every dtype and op; checks that the simulator rejects broken
+ * schedules (FIFO size mismatch, deadlock, hazard, wrong result, forbidden
+ * buffer use, incomplete barrier); and checks the cost model's picks.
+ *
+ * Exit 0 when all pass. SHARC_TEST_QUICK=1 runs a reduced sweep.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "algo/algo.h"
+#include "core.h"
+#include "schedule.h"
+
+static int npass, nfail;
+
+#define EXPECT(cond, ...)                                                      \
+  do {                                                                         \
+    if (cond) {                                                                \
+      npass++;                                                                 \
+    } else {                                                                   \
+      nfail++;                                                                 \
+      if (nfail <= 20) {                                                       \
+        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fprintf(stderr, "\n");                                                 \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+static void sim(sched_algo_t algo, sched_coll_t coll, int n, size_t count,
+                int inplace, int nchan, size_t chunk, int root,
+                sharc_dtype_t dt, sharc_op_t op) {
+  sched_args_t a = {.coll = coll, .rank = 0, .nranks = n, .count = count,
+                    .root = root, .inplace = inplace, .nchan = nchan,
+                    .chunk = chunk};
+  sharc_status_t st = sched_simulate(algo, &a, dt, op);
+  EXPECT(st == SHARC_OK, "%s: %s", sharc_status_name(st), err_last());
+}
+
+static int reduces(sched_coll_t c) {
+  return c == SCHED_REDUCE_SCATTER || c == SCHED_ALL_REDUCE;
+}
+
+/* Main sweep: every algorithm x collective x nranks 1..33 x counts x
+ * in place x channels, int32 sum (plus u8 max on a subset). */
+static void sweep_main(int quick) {
+  static const size_t counts[] = {0, 1, 2, 3, 7, 33, 64, 129, 1000};
+  size_t ncounts = sizeof counts / sizeof counts[0];
+  int maxn = quick ? 17 : 33;
+  for (int al = 0; al < SCHED_ALGO_COUNT; al++)
+    for (int co = 0; co < SCHED_BARRIER; co++) {
+      if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co)) continue;
+      for (int n = 1; n <= maxn; n++)
+        for (size_t ci = 0; ci < ncounts; ci++)
+          for (int ip = 0; ip < 2; ip++)
+            for (int nc = 1; nc <= 2; nc++) {
+              size_t c = counts[ci];
+              size_t chunk = 1 + (c / 3 + (size_t)n) % 97; /* varied, odd */
+              int root = (int)((c + (size_t)n / 2) % (size_t)n);
+              sim((sched_algo_t)al, (sched_coll_t)co, n, c, ip, nc, chunk,
+                  root, SHARC_I32, SHARC_SUM);
+              if (ci % 3 == 1 && reduces((sched_coll_t)co))
+                sim((sched_algo_t)al, (sched_coll_t)co, n, c, ip, nc, chunk,
+                    root, SHARC_U8, SHARC_MAX);
+            }
+    }
+}
+
+/* Every dtype x op on a few rank counts. */
+static void sweep_types(int quick) {
+  static const int ranks[] = {1, 2, 3, 5, 8, 13};
+  static const size_t counts[] = {1, 7, 100};
+  for (int al = 0; al < SCHED_ALGO_COUNT; al++)
+    for (int co = 0; co < SCHED_BARRIER; co++) {
+      if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co)) continue;
+      for (int dt = 0; dt < SHARC_DTYPE_COUNT; dt++)
+        for (int op = 0; op < SHARC_OP_COUNT; op++) {
+          if (!reduces((sched_coll_t)co) && op > 0) continue;
+          for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++)
+            for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+              for (int ip = 0; ip < 2; ip++) {
+                if (quick && ip) continue;
+                int n = ranks[ri];
+                sim((sched_algo_t)al, (sched_coll_t)co, n, counts[ci], ip, 2,
+                    8, n - 1, (sharc_dtype_t)dt, (sharc_op_t)op);
+              }
+        }
+    }
+}
+
+/* Large rank counts 34..64 on a few counts; barrier on 1..64. */
+static void sweep_large(int quick) {
+  static const size_t counts[] = {1, 5, 97};
+  for (int n = 34; n <= 64; n += quick ? 10 : 1)
+    for (int al = 0; al < SCHED_ALGO_COUNT; al++)
+      for (int co = 0; co < SCHED_BARRIER; co++) {
+        if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co)) continue;
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+          sim((sched_algo_t)al, (sched_coll_t)co, n, counts[ci],
+              (int)(ci % 2), 2, 16, n / 3, SHARC_F32, SHARC_SUM);
+      }
+  for (int al = 0; al < SCHED_ALGO_COUNT; al++) {
+    if (!sched_algo_supports((sched_algo_t)al, SCHED_BARRIER)) continue;
+    for (int n = 1; n <= 64; n++)
+      for (int nc = 1; nc <= 2; nc++)
+        sim((sched_algo_t)al, SCHED_BARRIER, n, 0, 0, nc, 1, 0, SHARC_U8,
+            SHARC_SUM);
+  }
+}
+
+/* ---- structure ---- */
+
+static size_t rounds_of(sched_algo_t al, sched_coll_t co, int n, int rank,
+                        size_t count, int inplace) {
+  sched_args_t a = {.coll = co, .rank = rank, .nranks = n, .count = count,
+                    .inplace = inplace, .nchan = 1, .chunk = count};
+  sched_t s;
+  sched_init(&s);
+  sharc_status_t st = sched_build(al, &a, &s);
+  size_t k = st == SHARC_OK ? s.nrounds : (size_t)-1;
+  sched_free(&s);
+  return k;
+}
+
+static void test_structure(void) {
+  for (int n = 1; n <= 16; n++) {
+    EXPECT(rounds_of(SCHED_ALGO_RING, SCHED_ALL_GATHER, n, n / 2, 10, 1) ==
+               (size_t)(n - 1), "ring all-gather on %d ranks: n-1 rounds", n);
+    EXPECT(rounds_of(SCHED_ALGO_RING, SCHED_ALL_REDUCE, n, 0, 100, 0) ==
+               (n == 1 ? 1 : (size_t)(2 * (n - 1))),
+           "ring all-reduce on %d ranks: 2(n-1) rounds", n);
+    EXPECT(rounds_of(SCHED_ALGO_TREE, SCHED_BARRIER, n, n - 1, 0, 0) ==
+               (size_t)log2_ceil(n), "dissemination barrier on %d ranks", n);
+    EXPECT(rounds_of(SCHED_ALGO_RING, SCHED_ALL_REDUCE, n, 0, 0, 0) == 0,
+           "count 0 gives an empty schedule");
+  }
+  /* double binary tree: every rank reduces (is internal) in at most one of
+   * the two trees, which run on channels 0 and 1 */
+  for (int n = 2; n <= 64; n++) {
+    int both = 0, used1 = 0;
+    for (int r = 0; r < n; r++) {
+      sched_args_t a = {.coll = SCHED_ALL_REDUCE, .rank = r, .nranks = n,
+                        .count = 1000, .nchan = 2, .chunk = 100};
+      sched_t s;
+      sched_init(&s);
+      int red[2] = {0, 0};
+      if (sched_build(SCHED_ALGO_DBTREE, &a, &s) == SHARC_OK)
+        for (size_t i = 0; i < s.nops; i++) {
+          if (s.ops[i].kind == SCHED_RECV_REDUCE) red[s.ops[i].chan & 1] = 1;
+          used1 |= s.ops[i].chan == 1;
+        }
+      both += red[0] && red[1];
+      sched_free(&s);
+    }
+    EXPECT(both == 0 && used1, "dbtree on %d ranks: %d ranks internal in both "
+           "trees, channel 1 used %d", n, both, used1);
+  }
+  /* unsupported and invalid arguments */
+  sched_args_t a = {.coll = SCHED_BROADCAST, .rank = 0, .nranks = 4,
+                    .count = 10, .nchan = 1, .chunk = 4};
+  sched_t s;
+  sched_init(&s);
+  EXPECT(sched_build(SCHED_ALGO_DBTREE, &a, &s) == SHARC_ERR_UNSUPPORTED,
+         "dbtree broadcast is unsupported");
+  a.root = 4;
+  EXPECT(sched_build(SCHED_ALGO_RING, &a, &s) == SHARC_ERR_INVALID_ARG,
+         "root out of range is rejected");
+  a.root = 0;
+  a.nchan = 0;
+  EXPECT(sched_build(SCHED_ALGO_RING, &a, &s) == SHARC_ERR_INVALID_ARG,
+         "nchan 0 is rejected");
+  sched_free(&s);
+  EXPECT(sched_algo_supports(SCHED_ALGO_RABENSEIFNER, SCHED_ALL_REDUCE) &&
+             !sched_algo_supports(SCHED_ALGO_RABENSEIFNER, SCHED_ALL_GATHER),
+         "rabenseifner is all-reduce only");
+  EXPECT(!strcmp(sched_algo_name(SCHED_ALGO_DBTREE), "dbtree") &&
+             !strcmp(sched_coll_name(SCHED_REDUCE_SCATTER), "reduce_scatter"),
+         "names");
+  /* builder: empty rounds dropped, zero-count ops dropped */
+  sched_init(&s);
+  sched_round(&s);
+  sched_round(&s);
+  sched_send(&s, 1, 0, SCHED_BUF_SEND, 0, 0);
+  sched_copy(&s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, 3);
+  sched_round(&s);
+  EXPECT(sched_finish(&s) == SHARC_OK && s.nrounds == 1 && s.nops == 1 &&
+             s.round_start[0] == 0 && s.round_start[1] == 1,
+         "builder drops empty rounds and zero-count ops (%zu rounds, %zu ops)",
+         s.nrounds, s.nops);
+  sched_free(&s);
+}
+
+/* ---- the simulator rejects broken schedules ---- */
+
+static sharc_status_t run_given(sched_coll_t coll, int n, size_t count,
+                                sched_t *s) {
+  sched_args_t a = {.coll = coll, .nranks = n, .count = count, .nchan = 1,
+                    .chunk = count};
+  for (int r = 0; r < n; r++) {
+    s[r].nchan = 1;
+    sched_finish(&s[r]);
+  }
+  sharc_status_t st = sched_simulate_given("hand", &a, s, SHARC_I32,
+                                           SHARC_SUM, 1);
+  for (int r = 0; r < n; r++) sched_free(&s[r]);
+  return st;
+}
+
+static void test_negative(void) {
+  sched_t s[3];
+  /* a correct hand-made 2-rank all-gather, to show the harness works */
+  for (int r = 0; r < 2; r++) {
+    sched_init(&s[r]);
+    sched_copy(&s[r], SCHED_BUF_SEND, 0, SCHED_BUF_RECV, (size_t)r * 4, 4);
+    sched_send(&s[r], 1 - r, 0, SCHED_BUF_SEND, 0, 4);
+    sched_recv(&s[r], 1 - r, 0, SCHED_BUF_RECV, (size_t)(1 - r) * 4, 4);
+  }
+  EXPECT(run_given(SCHED_ALL_GATHER, 2, 4, s) == SHARC_OK,
+         "hand-made all-gather passes: %s", err_last());
+  /* FIFO size mismatch */
+  for (int r = 0; r < 2; r++) {
+    sched_init(&s[r]);
+    sched_copy(&s[r], SCHED_BUF_SEND, 0, SCHED_BUF_RECV, (size_t)r * 4, 4);
+    sched_send(&s[r], 1 - r, 0, SCHED_BUF_SEND, 0, r ? 4 : 3);
+    sched_recv(&s[r], 1 - r, 0, SCHED_BUF_RECV, (size_t)(1 - r) * 4, 4);
+  }
+  EXPECT(run_given(SCHED_ALL_GATHER, 2, 4, s) == SHARC_ERR_MISMATCH &&
+             strstr(err_last(), "mismatch"),
+         "count mismatch rejected: %s", err_last());
+  /* deadlock: both receive before they send (zero buffering) */
+  for (int r = 0; r < 2; r++) {
+    sched_init(&s[r]);
+    sched_copy(&s[r], SCHED_BUF_SEND, 0, SCHED_BUF_RECV, (size_t)r * 4, 4);
+    sched_recv(&s[r], 1 - r, 0, SCHED_BUF_RECV, (size_t)(1 - r) * 4, 4);
+    sched_round(&s[r]);
+    sched_send(&s[r], 1 - r, 0, SCHED_BUF_SEND, 0, 4);
+  }
+  EXPECT(run_given(SCHED_ALL_GATHER, 2, 4, s) != SHARC_OK &&
+             strstr(err_last(), "deadlock") && strstr(err_last(), "rank 1"),
+         "deadlock rejected: %s", err_last());
+  /* deadlock from crossed order within a round on one FIFO is fine only if
+   * both sides agree: sends 2 then 2 vs receives 2 then 2 from other
+   * offsets still works; swapped sizes are a mismatch */
+  for (int r = 0; r < 2; r++) {
+    sched_init(&s[r]);
+    sched_copy(&s[r], SCHED_BUF_SEND, 0, SCHED_BUF_RECV, (size_t)r * 4, 4);
+    sched_send(&s[r], 1 - r, 0, SCHED_BUF_SEND, 0, r ? 1 : 3);
+    sched_send(&s[r], 1 - r, 0, SCHED_BUF_SEND, r ? 1 : 3, r ? 3 : 1);
+    sched_recv(&s[r], 1 - r, 0, SCHED_BUF_RECV, (size_t)(1 - r) * 4, 3);
+    sched_recv(&s[r], 1 - r, 0, SCHED_BUF_RECV, (size_t)(1 - r) * 4 + 3, 1);
+  }
+  EXPECT(run_given(SCHED_ALL_GATHER, 2, 4, s) == SHARC_ERR_MISMATCH,
+         "order mismatch on one FIFO rejected: %s", err_last());
+  /* hazard: a round sends RECV while reducing into it */
+  for (int r = 0; r < 2; r++) {
+    sched_init(&s[r]);
+    sched_send(&s[r], 1 - r, 0, SCHED_BUF_RECV, 0, 4);
+    sched_recv_reduce(&s[r], 1 - r, 0, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0,
+                      4);
+  }
+  EXPECT(run_given(SCHED_ALL_REDUCE, 2, 4, s) != SHARC_OK &&
+             strstr(err_last(), "hazard"),
+         "hazard rejected: %s", err_last());
+  /* wrong result: the local copy is missing */
+  for (int r = 0; r < 2; r++) {
+    sched_init(&s[r]);
+    sched_send(&s[r], 1 - r, 0, SCHED_BUF_SEND, 0, 4);
+    sched_recv(&s[r], 1 - r, 0, SCHED_BUF_RECV, (size_t)(1 - r) * 4, 4);
+  }
+  EXPECT(run_given(SCHED_ALL_GATHER, 2, 4, s) != SHARC_OK &&
+             strstr(err_last(), "wrong result on rank 0 index 0"),
+         "wrong result rejected: %s", err_last());
+  /* writing SEND, and out-of-bounds TMP */
+  sched_init(&s[0]);
+  sched_copy(&s[0], SCHED_BUF_RECV, 0, SCHED_BUF_SEND, 0, 4);
+  EXPECT(run_given(SCHED_ALL_REDUCE, 1, 4, s) != SHARC_OK &&
+             strstr(err_last(), "writes SEND"),
+         "write to SEND rejected: %s", err_last());
+  sched_init(&s[0]);
+  sched_copy(&s[0], SCHED_BUF_SEND, 0, SCHED_BUF_TMP, 0, 4);
+  s[0].tmp_count = 3;
+  sched_copy(&s[0], SCHED_BUF_TMP, 0, SCHED_BUF_RECV, 0, 4);
+  EXPECT(run_given(SCHED_ALL_REDUCE, 1, 4, s) != SHARC_OK &&
+             strstr(err_last(), "TMP"),
+         "TMP overrun rejected: %s", err_last());
+  /* broadcast: a non-root rank reading SEND */
+  for (int r = 0; r < 2; r++) sched_init(&s[r]);
+  sched_copy(&s[0], SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, 4);
+  sched_send(&s[0], 1, 0, SCHED_BUF_SEND, 0, 4);
+  sched_recv(&s[1], 0, 0, SCHED_BUF_RECV, 0, 4);
+  sched_send(&s[1], 0, 0, SCHED_BUF_SEND, 0, 4);
+  sched_recv(&s[0], 1, 0, SCHED_BUF_TMP, 0, 4);
+  s[0].tmp_count = 4;
+  EXPECT(run_given(SCHED_BROADCAST, 2, 4, s) != SHARC_OK &&
+             strstr(err_last(), "non-root"),
+         "non-root SEND read rejected: %s", err_last());
+  /* barrier: rank 2 leaves without hearing from anyone */
+  for (int r = 0; r < 3; r++) {
+    sched_init(&s[r]);
+    s[r].tmp_count = 2;
+  }
+  sched_send(&s[0], 1, 0, SCHED_BUF_TMP, 0, 1);
+  sched_recv(&s[1], 0, 0, SCHED_BUF_TMP, 1, 1);
+  sched_send(&s[1], 0, 0, SCHED_BUF_TMP, 0, 1);
+  sched_recv(&s[0], 1, 0, SCHED_BUF_TMP, 1, 1);
+  sched_send(&s[2], 0, 0, SCHED_BUF_TMP, 0, 1);
+  sched_recv(&s[0], 2, 0, SCHED_BUF_TMP, 1, 1);
+  EXPECT(run_given(SCHED_BARRIER, 3, 0, s) != SHARC_OK &&
+             strstr(err_last(), "barrier"),
+         "incomplete barrier rejected: %s", err_last());
+}
+
+/* ---- cost model ---- */
+
+static void test_pick(void) {
+  const double alpha = 4, beta = 5;
+  static const int ranks[] = {2, 3, 4, 5, 8, 13, 16, 32, 64};
+  for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+    int n = ranks[i];
+    for (int co = 0; co < SCHED_BARRIER; co++) {
+      sched_algo_t big = sched_pick((sched_coll_t)co, n, (size_t)1 << 30,
+                                    alpha, beta);
+      EXPECT(big == SCHED_ALGO_RING, "%s on %d ranks, 1 GiB: picked %s",
+             sched_coll_name((sched_coll_t)co), n, sched_algo_name(big));
+      sched_algo_t small = sched_pick((sched_coll_t)co, n, 8, alpha, beta);
+      /* on few ranks a ring has no more steps than a tree */
+      EXPECT(n < 8 || small != SCHED_ALGO_RING,
+             "%s on %d ranks, 8 bytes: picked %s",
+             sched_coll_name((sched_coll_t)co), n, sched_algo_name(small));
+    }
+    EXPECT(sched_pick(SCHED_BARRIER, n, 0, alpha, beta) == SCHED_ALGO_TREE,
+           "barrier picks dissemination");
+    /* costs grow with size and are finite where supported */
+    for (int al = 0; al < SCHED_ALGO_COUNT; al++)
+      for (int co = 0; co < SCHED_COLL_COUNT; co++) {
+        double c1 = sched_cost_us((sched_algo_t)al, (sched_coll_t)co, n, 1024,
+                                  alpha, beta);
+        double c2 = sched_cost_us((sched_algo_t)al, (sched_coll_t)co, n,
+                                  1 << 24, alpha, beta);
+        if (sched_algo_supports((sched_algo_t)al, (sched_coll_t)co))
+          EXPECT(isfinite(c1) && c1 > 0 && c2 >= c1, "%s %s cost %g %g",
+                 sched_algo_name((sched_algo_t)al),
+                 sched_coll_name((sched_coll_t)co), c1, c2);
+        else
+          EXPECT(isinf(c1), "unsupported costs infinity");
+      }
+  }
+  EXPECT(sched_cost_us(SCHED_ALGO_RING, SCHED_ALL_REDUCE, 1, 1 << 20, alpha,
+                       beta) == 0, "one rank costs nothing");
+}
+
+int main(void) {
+  setenv("SHARC_DEBUG", "NONE", 0); /* negative tests set errors on purpose */
+  const char *q = getenv("SHARC_TEST_QUICK");
+  int quick = q && *q && *q != '0';
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  test_structure();
+  test_negative();
+  test_pick();
+  sweep_main(quick);
+  sweep_types(quick);
+  sweep_large(quick);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) +
+                (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  printf("test_schedule: %d passed, %d failed (%.1f s)\n", npass, nfail, secs);
+  return nfail ? 1 : 0;
+}

@@ -17,6 +17,7 @@
 
 #define SHARC_TOKEN_BYTES 16
 #define SHARC_HOSTNAME_MAX 64
+#define MAX_RANKS (1 << 16) /* largest communicator the bootstrap accepts */
 
 typedef struct {
   int rank, nranks;

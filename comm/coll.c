@@ -134,8 +134,7 @@ static sharc_status_t run_call(coll_call_t *call) {
   };
   sched_t s;
   sched_init(&s);
-  sharc_status_t st = sched_build(algo, &args, &s);
-  if (st == SHARC_OK) st = sched_finish(&s);
+  sharc_status_t st = sched_build(algo, &args, &s); /* finishes s */
   if (st != SHARC_OK) {
     sched_free(&s);
     return comm_error(comm, st, "%s: building the %s schedule failed: %s",

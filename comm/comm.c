@@ -18,15 +18,6 @@
 #include "comm.h"
 #include "coll.h"
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-  const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) {
-    h ^= b[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 static struct sharc_comm *comm_alloc(void) {
   struct sharc_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
@@ -136,11 +127,11 @@ static sharc_status_t comm_create(bootstrap_env_t *env, sharc_comm_t *out) {
   }
   CHECK_GOTO(bootstrap_rendezvous(env, &mine, c->peers), st, fail);
   /* Same on every rank, different for every communicator instance. */
-  uint64_t h = fnv1a(0xcbf29ce484222325ull, c->token, sizeof c->token);
-  h = fnv1a(h, &c->peers[0].pid, sizeof c->peers[0].pid);
-  h = fnv1a(h, &c->peers[0].host_hash, sizeof c->peers[0].host_hash);
+  uint64_t h = hash_bytes(HASH_BASIS, c->token, sizeof c->token);
+  h = hash_bytes(h, &c->peers[0].pid, sizeof c->peers[0].pid);
+  h = hash_bytes(h, &c->peers[0].host_hash, sizeof c->peers[0].host_hash);
   int port0 = net_addr_port(&c->peers[0].addr);
-  c->uid = fnv1a(h, &port0, sizeof port0);
+  c->uid = hash_bytes(h, &port0, sizeof port0);
   CHECK_GOTO(comm_setup(c), st, fail);
   *out = c;
   return SHARC_OK;
@@ -260,8 +251,8 @@ sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
     c->peers[i].rank = i;
     net_addr_set_port(&c->peers[i].addr, all[pr].port);
   }
-  uint64_t h = fnv1a(comm->uid, &split_no, sizeof split_no);
-  c->uid = fnv1a(h, &color, sizeof color);
+  uint64_t h = hash_bytes(comm->uid, &split_no, sizeof split_no);
+  c->uid = hash_bytes(h, &color, sizeof color);
   c->listen_fd = lfd;
   c->listen_addr = laddr;
   lfd = -1;

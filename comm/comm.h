@@ -51,7 +51,9 @@ struct sharc_comm {
   /* waiting */
   wake_word_t *wake;       /* points into the shm segment or wake_private */
   wake_word_t wake_private;
-  fail_word_t fail;        /* this rank's view of the job failure */
+  fail_word_t fail;        /* this rank's view of the job failure; `failed`
+                              is set last, once the rest is filled in */
+  _Atomic int fail_claim;  /* first comm_fail caller wins */
 
   /* errors */
   _Atomic int broken;      /* a transport error made the comm unusable */

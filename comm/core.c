@@ -109,6 +109,12 @@ uint64_t timeout_ns(void) {
 
 /* ---- misc ---- */
 
+uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
 sharc_status_t random_bytes(void *buf, size_t len) {
   uint8_t *p = buf;
   while (len > 0) {

@@ -161,6 +161,9 @@ uint64_t timeout_ns(void);
 
 /* Fills buf with len bytes from getrandom(); falls back to /dev/urandom. */
 sharc_status_t random_bytes(void *buf, size_t len);
+/* 64-bit FNV-1a over n bytes, continuing from h (start with HASH_BASIS). */
+#define HASH_BASIS 0xcbf29ce484222325ull
+uint64_t hash_bytes(uint64_t h, const void *p, size_t n);
 /* The host name (cached). */
 const char *host_name(void);
 

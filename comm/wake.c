@@ -60,8 +60,8 @@ sharc_status_t comm_error(struct sharc_comm *comm, sharc_status_t st,
 
 void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
                const char *why) {
-  int32_t expect = 0;
-  if (!atomic_compare_exchange_strong(&comm->fail.failed, &expect, 1)) {
+  int expect = 0;
+  if (!atomic_compare_exchange_strong(&comm->fail_claim, &expect, 1)) {
     comm_wake(comm);
     return; /* someone already reported; tell peers only once */
   }
@@ -72,6 +72,7 @@ void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
   comm->broken_st = st;
   pthread_mutex_unlock(&comm->err_lock);
   atomic_store(&comm->broken, 1);
+  atomic_store(&comm->fail.failed, 1); /* published last */
   INFO(SUB_COMM, "communicator failing: %s", why);
   if (comm->shm && transport_shm.notify_abort)
     transport_shm.notify_abort(comm, failed_rank, st);

@@ -277,7 +277,7 @@ static int peer_dead(struct shm_state *s, int local) {
 /* Imports a failure notice a local peer left in our segment. */
 static void import_notice(struct sharc_comm *comm) {
   shm_header_t *h = seg_hdr(comm->shm, comm->shm->me);
-  if (!atomic_load(&h->fail.failed) || atomic_load(&comm->fail.failed)) return;
+  if (atomic_load(&h->fail.failed) != 1 || atomic_load(&comm->fail.failed)) return;
   int r = atomic_load(&h->fail.failed_rank);
   sharc_status_t st = (sharc_status_t)atomic_load(&h->fail.status);
   char why[256];

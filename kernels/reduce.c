@@ -1,0 +1,222 @@
+/*
+ * reduce.c - host reduction kernels (dst = a OP b) and the AVG finish step
+ * (buf /= divisor) for every sharc dtype, plus f16/bf16 <-> f32 conversion.
+ *
+ * All (dtype, op) kernels come from one loop template, REDUCE_FN, expanded
+ * over the dtype table SHARC_KERNEL_DTYPES; a 2-D function table dispatches
+ * once per call, so the inner loops have no per-element branches and gcc -O3
+ * vectorises them (the f16/bf16 conversions are written as selects, not
+ * branches, for the same reason).
+ */
+#include "reduce.h"
+
+#include <float.h>
+#include <string.h>
+
+#include "core.h"
+
+/* The f32 -> f16 subnormal path relies on float additions rounding once to
+ * f32 (no excess precision), as they do with SSE and NEON. */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+#error "reduce.c needs FLT_EVAL_METHOD == 0 (SSE or NEON floating point)"
+#endif
+
+/* ---- bit casts and half-precision conversion ------------------------------ */
+
+static inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static inline float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits. Every f16 value
+ * is exactly representable in f32, so this direction never rounds. */
+static inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t em = h & 0x7fffu; /* exponent and mantissa */
+  /* Normal numbers: move the fields up 13 bits and rebias 15 -> 127. */
+  uint32_t normal = (em << 13) + ((127u - 15u) << 23);
+  /* Inf and NaN: exponent all ones, payload kept (so NaN stays NaN). */
+  uint32_t special = (em << 13) | 0x7f800000u;
+  /* Zero and subnormals (em < 0x400) are em * 2^-24: read the mantissa as
+   * a normal number 2^-14 * (1 + em/1024) and subtract 2^-14, exactly.
+   * The subtraction runs on every lane (subtracting 0 elsewhere, which
+   * keeps values and infinities and quiets NaNs) so that no lane's float
+   * work is conditional: see f32_to_f16. No f32 subnormal appears, so this
+   * also holds under flush-to-zero / denormals-are-zero. */
+  uint32_t base = em >= 0x7c00u ? special : normal;
+  base = em < 0x0400u ? normal + (1u << 23) : base;
+  uint32_t bias = em < 0x0400u ? 0x38800000u : 0u; /* 2^-14 or 0 */
+  float v = bits_f32(base) - bits_f32(bias);
+  return bits_f32(f32_bits(v) | sign);
+}
+
+/* f32 -> binary16 with one float addition that rounds for us, for normal
+ * and subnormal results alike. Let E = max(exponent of |f|, -14): the f16
+ * ulp at |f| is 2^(E-10). M = 2^(E+13) has f32 ulp 2^(E-10), so |f| + M
+ * rounds |f| to the f16 grid (ties to even), and the bits of the sum minus
+ * the bits of M count f16 ulps above M: 1024 + mantissa for normal results
+ * (2048 when rounding carried into the next binade), the integer mantissa
+ * for subnormal ones. Adding (E + 14) << 10 turns that count into the f16
+ * encoding in both cases, carries included; [65520, 2^16) carries into
+ * infinity by itself.
+ * Larger inputs are clamped to 2^16, which encodes as infinity, and NaN
+ * becomes 2^16 * (1 + payload/1024), which encodes as a quiet NaN. The
+ * code is branch-free on purpose: gcc turns ?: into branches and threads
+ * them, and it will not if-convert (so not vectorise) a loop whose float
+ * addition ends up on one path, since that might trap (-ftrapping-math).
+ * Min/max are fine (gcc keeps them as MIN/MAX operations). */
+static inline uint16_t f32_to_f16(float f) {
+  uint32_t x = f32_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7fffffffu;
+  uint32_t is_nan = (0x7f800000u - ax) >> 31; /* ax > 0x7f800000 */
+  /* Set the quiet bit: the payload bits that survive the shift may all be
+   * zero, which would read as infinity. */
+  uint32_t payload = (0u - is_nan) & (0x200u | ((ax >> 13) & 0x1ffu));
+  uint32_t in = SHARC_MIN(ax, 0x47800000u) | (payload << 13);
+  uint32_t e = SHARC_MAX(in & 0x7f800000u, 0x38800000u); /* E >= -14 */
+  uint32_t m = e + (13u << 23);                          /* M = 2^(E+13) */
+  uint32_t ulps = f32_bits(bits_f32(in) + bits_f32(m)) - m;
+  return (uint16_t)((((e - 0x38800000u) >> 13) + ulps) | sign);
+}
+
+/* bfloat16 is the top half of an f32: same exponent range, 7 mantissa bits. */
+static inline float bf16_to_f32(uint16_t h) {
+  return bits_f32((uint32_t)h << 16);
+}
+
+static inline uint16_t f32_to_bf16(float f) {
+  uint32_t x = f32_bits(f);
+  /* Ties to even on the low 16 bits; overflow carries into infinity. */
+  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  uint32_t nan = (x >> 16) | 0x0040u; /* quiet, see f32_to_f16 */
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+float kernel_f16_to_f32(uint16_t h) { return f16_to_f32(h); }
+uint16_t kernel_f32_to_f16(float f) { return f32_to_f16(f); }
+float kernel_bf16_to_f32(uint16_t h) { return bf16_to_f32(h); }
+uint16_t kernel_f32_to_bf16(float f) { return f32_to_bf16(f); }
+
+/* ---- the dtype table -------------------------------------------------------
+ * One row per dtype:
+ *   T   storage type of one element;
+ *   C   compute type (what min/max compare and div divides in);
+ *   U   type sum and prod are computed in: the float itself, or an unsigned
+ *       integer at least as wide as int, so integer overflow wraps modulo
+ *       2^bits (defined behaviour) instead of being signed overflow (UB);
+ *       storing back into T keeps the low bits;
+ *   LD  T -> C, ST  C -> T.
+ */
+#define SHARC_KERNEL_DTYPES(X)                                                 \
+  X(F32, float, float, float, LD_CAST, ST_CAST)                                \
+  X(F64, double, double, double, LD_CAST, ST_CAST)                             \
+  X(F16, uint16_t, float, float, LD_F16, ST_F16)                               \
+  X(BF16, uint16_t, float, float, LD_BF16, ST_BF16)                            \
+  X(I8, int8_t, int32_t, uint32_t, LD_CAST, ST_CAST)                           \
+  X(U8, uint8_t, uint32_t, uint32_t, LD_CAST, ST_CAST)                         \
+  X(I32, int32_t, int32_t, uint32_t, LD_CAST, ST_CAST)                         \
+  X(U32, uint32_t, uint32_t, uint32_t, LD_CAST, ST_CAST)                       \
+  X(I64, int64_t, int64_t, uint64_t, LD_CAST, ST_CAST)                         \
+  X(U64, uint64_t, uint64_t, uint64_t, LD_CAST, ST_CAST)
+
+#define LD_CAST(C, v) ((C)(v))
+#define ST_CAST(T, v) ((T)(v))
+#define LD_F16(C, v) f16_to_f32(v)
+#define ST_F16(T, v) f32_to_f16(v)
+#define LD_BF16(C, v) bf16_to_f32(v)
+#define ST_BF16(T, v) f32_to_bf16(v)
+
+/* Float min/max are plain comparisons (minps/maxps semantics): with a NaN
+ * operand the result is the second operand. */
+#define OP_SUM(C, U, x, y) ((C)((U)(x) + (U)(y)))
+#define OP_PROD(C, U, x, y) ((C)((U)(x) * (U)(y)))
+#define OP_MIN(C, U, x, y) ((x) < (y) ? (x) : (y))
+#define OP_MAX(C, U, x, y) ((x) > (y) ? (x) : (y))
+
+typedef void (*reduce_fn_t)(void *dst, const void *a, const void *b,
+                            size_t n);
+typedef void (*div_fn_t)(void *buf, size_t n, int divisor);
+
+/* The loop template. No restrict: dst may be a or b, and gcc versions the
+ * loop with a run-time overlap test that still takes the vector path when
+ * dst == a or dst == b (distance 0 carries no dependence). */
+#define REDUCE_FN(DT, OPN, T, C, U, LD, ST)                                    \
+  static void reduce_##DT##_##OPN(void *dst_, const void *a_,                  \
+                                  const void *b_, size_t n) {                  \
+    T *dst = dst_;                                                             \
+    const T *a = a_, *b = b_;                                                  \
+    for (size_t i = 0; i < n; i++) {                                           \
+      C x = LD(C, a[i]), y = LD(C, b[i]);                                      \
+      dst[i] = ST(T, OP_##OPN(C, U, x, y));                                    \
+    }                                                                          \
+  }
+
+/* AVG finish: C division truncates toward zero for integers; floats divide
+ * in C (f32 for f16/bf16) and round once when stored. divisor > 0. */
+#define DIV_FN(DT, T, C, LD, ST)                                               \
+  static void div_##DT(void *buf_, size_t n, int divisor) {                    \
+    T *buf = buf_;                                                             \
+    const C d = (C)divisor;                                                    \
+    for (size_t i = 0; i < n; i++) buf[i] = ST(T, (C)(LD(C, buf[i]) / d));     \
+  }
+
+#define DEFINE_DTYPE_KERNELS(DT, T, C, U, LD, ST)                              \
+  REDUCE_FN(DT, SUM, T, C, U, LD, ST)                                          \
+  REDUCE_FN(DT, PROD, T, C, U, LD, ST)                                         \
+  REDUCE_FN(DT, MIN, T, C, U, LD, ST)                                          \
+  REDUCE_FN(DT, MAX, T, C, U, LD, ST)                                          \
+  DIV_FN(DT, T, C, LD, ST)
+
+SHARC_KERNEL_DTYPES(DEFINE_DTYPE_KERNELS)
+
+/* AVG reduces as SUM; kernel_div divides once every rank's data is in. */
+#define REDUCE_ROW(DT, T, C, U, LD, ST)                                        \
+  [SHARC_##DT] = {[SHARC_SUM] = reduce_##DT##_SUM,                             \
+                  [SHARC_PROD] = reduce_##DT##_PROD,                           \
+                  [SHARC_MIN] = reduce_##DT##_MIN,                             \
+                  [SHARC_MAX] = reduce_##DT##_MAX,                             \
+                  [SHARC_AVG] = reduce_##DT##_SUM},
+static const reduce_fn_t reduce_fns[SHARC_DTYPE_COUNT][SHARC_OP_COUNT] = {
+    SHARC_KERNEL_DTYPES(REDUCE_ROW)};
+
+#define DIV_ROW(DT, T, C, U, LD, ST) [SHARC_##DT] = div_##DT,
+static const div_fn_t div_fns[SHARC_DTYPE_COUNT] = {
+    SHARC_KERNEL_DTYPES(DIV_ROW)};
+
+/* ---- entry points ---------------------------------------------------------- */
+
+/* Out-of-range arguments are a caller bug (the collectives validate dtype
+ * and op first); report it and touch nothing rather than index off the
+ * table. */
+void kernel_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst,
+                   const void *a, const void *b, size_t n) {
+  if ((unsigned)dtype >= SHARC_DTYPE_COUNT || (unsigned)op >= SHARC_OP_COUNT) {
+    WARN(SUB_COMM,
+         "kernel_reduce: dtype %d / op %d out of range (%d dtypes, %d ops); "
+         "nothing reduced",
+         (int)dtype, (int)op, SHARC_DTYPE_COUNT, SHARC_OP_COUNT);
+    return;
+  }
+  if (n == 0) return;
+  reduce_fns[dtype][op](dst, a, b, n);
+}
+
+void kernel_div(sharc_dtype_t dtype, void *buf, size_t n, int divisor) {
+  if ((unsigned)dtype >= SHARC_DTYPE_COUNT || divisor <= 0) {
+    WARN(SUB_COMM,
+         "kernel_div: dtype %d (of %d) / divisor %d invalid (need a rank "
+         "count > 0); nothing divided",
+         (int)dtype, SHARC_DTYPE_COUNT, divisor);
+    return;
+  }
+  if (n == 0 || divisor == 1) return; /* x / 1 == x in every type */
+  div_fns[dtype](buf, n, divisor);
+}

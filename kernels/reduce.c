@@ -5,8 +5,10 @@
  * All (dtype, op) kernels come from one loop template, REDUCE_FN, expanded
  * over the dtype table SHARC_KERNEL_DTYPES; a 2-D function table dispatches
  * once per call, so the inner loops have no per-element branches and gcc -O3
- * vectorises them (the f16/bf16 conversions are written as selects, not
- * branches, for the same reason).
+ * vectorises them, f16/bf16 included (see the conversion notes below).
+ * Baseline x86-64 (SSE2) has no 64-bit integer compare or multiply nor any
+ * integer divide, so i64/u64 min/max/prod and the integer kernel_div stay
+ * scalar unless built for a newer -march.
  */
 #include "reduce.h"
 
@@ -15,13 +17,23 @@
 
 #include "core.h"
 
-/* The f32 -> f16 subnormal path relies on float additions rounding once to
- * f32 (no excess precision), as they do with SSE and NEON. */
+/* f32_to_f16 relies on a float addition rounding once, to f32 (no excess
+ * precision), as it does with SSE and NEON. */
 #if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
 #error "reduce.c needs FLT_EVAL_METHOD == 0 (SSE or NEON floating point)"
 #endif
 
-/* ---- bit casts and half-precision conversion ------------------------------ */
+/* ---- bit casts and half-precision conversion ------------------------------
+ * The f16 conversions run inside the vectorised reduce loops, so they are
+ * branch-free integer code around a single float operation that every lane
+ * executes and uses. Two gcc habits drive the shape:
+ *  - a ?: becomes a branch, and if a float operation ends up on one side of
+ *    it, gcc will not if-convert (so not vectorise) the loop, since the
+ *    operation might trap (-ftrapping-math): selects here pick integer
+ *    inputs of the float step, never its output, or are masks;
+ *  - every extra value narrowed from 32 to 16 bits costs a shuffle chain on
+ *    SSE2 (no packusdw), so the result is assembled in 32 bits and narrowed
+ *    once, by the final shift. */
 
 static inline uint32_t f32_bits(float f) {
   uint32_t u;
@@ -35,26 +47,29 @@ static inline float bits_f32(uint32_t u) {
   return f;
 }
 
+/* All ones when v, read as signed, is negative; else 0. gcc emits one
+ * arithmetic shift for it. */
+static inline uint32_t neg_mask(uint32_t v) { return 0u - (v >> 31); }
+
 /* binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits. Every f16 value
- * is exactly representable in f32, so this direction never rounds. */
+ * is exactly representable in f32, so this direction never rounds. Moving
+ * exponent and mantissa up 13 bits and rebiasing the exponent 15 -> 127
+ * decodes normal numbers; inf/NaN (em > 0x7bff) get a second rebias that
+ * lands them on exponent 255, payload kept. Zero and subnormals
+ * (em < 0x400) are em * 2^-24: they get an exponent one higher, which reads
+ * them as 2^-14 * (1 + em/1024), and 2^-14 is subtracted (exactly). Other
+ * lanes subtract 0, which changes nothing but quiets a signalling NaN. No
+ * f32 subnormal appears, so flush-to-zero / denormals-are-zero modes do not
+ * change the result. */
 static inline float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t em = h & 0x7fffu; /* exponent and mantissa */
-  /* Normal numbers: move the fields up 13 bits and rebias 15 -> 127. */
-  uint32_t normal = (em << 13) + ((127u - 15u) << 23);
-  /* Inf and NaN: exponent all ones, payload kept (so NaN stays NaN). */
-  uint32_t special = (em << 13) | 0x7f800000u;
-  /* Zero and subnormals (em < 0x400) are em * 2^-24: read the mantissa as
-   * a normal number 2^-14 * (1 + em/1024) and subtract 2^-14, exactly.
-   * The subtraction runs on every lane (subtracting 0 elsewhere, which
-   * keeps values and infinities and quiets NaNs) so that no lane's float
-   * work is conditional: see f32_to_f16. No f32 subnormal appears, so this
-   * also holds under flush-to-zero / denormals-are-zero. */
-  uint32_t base = em >= 0x7c00u ? special : normal;
-  base = em < 0x0400u ? normal + (1u << 23) : base;
-  uint32_t bias = em < 0x0400u ? 0x38800000u : 0u; /* 2^-14 or 0 */
-  float v = bits_f32(base) - bits_f32(bias);
-  return bits_f32(f32_bits(v) | sign);
+  uint32_t x = h;
+  uint32_t em = x & 0x7fffu;                 /* exponent and mantissa */
+  uint32_t sub = neg_mask(em - 0x0400u);     /* zero or subnormal */
+  uint32_t special = neg_mask(0x7bffu - em); /* inf or NaN */
+  uint32_t rebias = ((127u - 15u) << 23) + (sub & (1u << 23)) +
+                    (special & ((127u - 15u) << 23));
+  float v = bits_f32((em << 13) + rebias) - bits_f32(sub & 0x38800000u);
+  return bits_f32(f32_bits(v) | ((x & 0x8000u) << 16));
 }
 
 /* f32 -> binary16 with one float addition that rounds for us, for normal
@@ -65,26 +80,25 @@ static inline float f16_to_f32(uint16_t h) {
  * (2048 when rounding carried into the next binade), the integer mantissa
  * for subnormal ones. Adding (E + 14) << 10 turns that count into the f16
  * encoding in both cases, carries included; [65520, 2^16) carries into
- * infinity by itself.
- * Larger inputs are clamped to 2^16, which encodes as infinity, and NaN
- * becomes 2^16 * (1 + payload/1024), which encodes as a quiet NaN. The
- * code is branch-free on purpose: gcc turns ?: into branches and threads
- * them, and it will not if-convert (so not vectorise) a loop whose float
- * addition ends up on one path, since that might trap (-ftrapping-math).
- * Min/max are fine (gcc keeps them as MIN/MAX operations). */
+ * infinity by itself, and larger inputs, inf and NaN are clamped to 2^16,
+ * which encodes as infinity. NaN then ORs in the quiet bit (the payload
+ * bits that survive may all be zero, which would read as infinity) and
+ * what fits of its payload. Values are signed int32 (all non-negative) so
+ * that SSE2 can compare them directly. */
 static inline uint16_t f32_to_f16(float f) {
   uint32_t x = f32_bits(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t ax = x & 0x7fffffffu;
-  uint32_t is_nan = (0x7f800000u - ax) >> 31; /* ax > 0x7f800000 */
-  /* Set the quiet bit: the payload bits that survive the shift may all be
-   * zero, which would read as infinity. */
-  uint32_t payload = (0u - is_nan) & (0x200u | ((ax >> 13) & 0x1ffu));
-  uint32_t in = SHARC_MIN(ax, 0x47800000u) | (payload << 13);
-  uint32_t e = SHARC_MAX(in & 0x7f800000u, 0x38800000u); /* E >= -14 */
-  uint32_t m = e + (13u << 23);                          /* M = 2^(E+13) */
-  uint32_t ulps = f32_bits(bits_f32(in) + bits_f32(m)) - m;
-  return (uint16_t)((((e - 0x38800000u) >> 13) + ulps) | sign);
+  int32_t ax = (int32_t)(x & 0x7fffffffu);
+  uint32_t nan = neg_mask(0x7f800000u - (uint32_t)ax) &
+                 ((0x200u << 13) | ((uint32_t)ax & (0x1ffu << 13)));
+  int32_t in = SHARC_MIN(ax, 0x47800000);             /* <= 2^16 */
+  int32_t e = SHARC_MAX(in & 0x7f800000, 0x38800000); /* 2^E, E >= -14 */
+  int32_t m = e + (13 << 23);                         /* M = 2^(E+13) */
+  uint32_t ulps =
+      f32_bits(bits_f32((uint32_t)in) + bits_f32((uint32_t)m)) - (uint32_t)m;
+  /* The encoding, sign and NaN bits, all shifted up by 13. */
+  uint32_t r = ((uint32_t)e - 0x38800000u) + (ulps << 13);
+  r |= ((x >> 3) & 0x10000000u) | nan;
+  return (uint16_t)(r >> 13);
 }
 
 /* bfloat16 is the top half of an f32: same exponent range, 7 mantissa bits. */
@@ -141,16 +155,15 @@ uint16_t kernel_f32_to_bf16(float f) { return f32_to_bf16(f); }
 #define OP_MIN(C, U, x, y) ((x) < (y) ? (x) : (y))
 #define OP_MAX(C, U, x, y) ((x) > (y) ? (x) : (y))
 
-typedef void (*reduce_fn_t)(void *dst, const void *a, const void *b,
-                            size_t n);
+typedef void (*reduce_fn_t)(void *dst, const void *a, const void *b, size_t n);
 typedef void (*div_fn_t)(void *buf, size_t n, int divisor);
 
 /* The loop template. No restrict: dst may be a or b, and gcc versions the
  * loop with a run-time overlap test that still takes the vector path when
  * dst == a or dst == b (distance 0 carries no dependence). */
 #define REDUCE_FN(DT, OPN, T, C, U, LD, ST)                                    \
-  static void reduce_##DT##_##OPN(void *dst_, const void *a_,                  \
-                                  const void *b_, size_t n) {                  \
+  static void reduce_##DT##_##OPN(void *dst_, const void *a_, const void *b_,  \
+                                  size_t n) {                                  \
     T *dst = dst_;                                                             \
     const T *a = a_, *b = b_;                                                  \
     for (size_t i = 0; i < n; i++) {                                           \
@@ -191,13 +204,13 @@ static const reduce_fn_t reduce_fns[SHARC_DTYPE_COUNT][SHARC_OP_COUNT] = {
 static const div_fn_t div_fns[SHARC_DTYPE_COUNT] = {
     SHARC_KERNEL_DTYPES(DIV_ROW)};
 
-/* ---- entry points ---------------------------------------------------------- */
+/* ---- entry points ---- */
 
 /* Out-of-range arguments are a caller bug (the collectives validate dtype
  * and op first); report it and touch nothing rather than index off the
  * table. */
-void kernel_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst,
-                   const void *a, const void *b, size_t n) {
+void kernel_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst, const void *a,
+                   const void *b, size_t n) {
   if ((unsigned)dtype >= SHARC_DTYPE_COUNT || (unsigned)op >= SHARC_OP_COUNT) {
     WARN(SUB_COMM,
          "kernel_reduce: dtype %d / op %d out of range (%d dtypes, %d ops); "

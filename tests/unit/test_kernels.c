@@ -124,7 +124,7 @@ static double bits_f64(uint64_t u) {
   return d;
 }
 
-/* ---- elements as raw bits ------------------------------------------------- */
+/* ---- elements as raw bits ---- */
 
 static size_t esize(sharc_dtype_t dt) { return sharc_dtype_size(dt); }
 static int is_float(sharc_dtype_t dt) { return dt <= SHARC_BF16; }
@@ -200,21 +200,23 @@ static uint64_t rnd_elem(sharc_dtype_t dt) {
   unsigned kind = (unsigned)(r & 63);
   r >>= 6;
   if (is_float(dt)) {
-    static const double specials[] = {0.0,       -0.0,       INFINITY, -INFINITY,
-                                      NAN,       65504.0,    0x1p-24,  -0x1p-133,
-                                      0x1p-149, 3.4e38,     -1e300,   0x1p-1070};
+    static const double specials[] = {0.0,      -0.0,    INFINITY, -INFINITY,
+                                      NAN,      65504.0, 0x1p-24,  -0x1p-133,
+                                      0x1p-149, 3.4e38,  -1e300,   0x1p-1070};
     double v;
     if (kind == 0)
       v = specials[r % (sizeof specials / sizeof specials[0])];
     else if (kind < 24) { /* random finite pattern */
-      uint64_t m = dt == SHARC_F64 ? 0x7ff0000000000000ull
+      uint64_t m = dt == SHARC_F64   ? 0x7ff0000000000000ull
                    : dt == SHARC_F32 ? 0x7f800000u
-                   : dt == SHARC_F16 ? 0x7c00u : 0x7f80u;
+                   : dt == SHARC_F16 ? 0x7c00u
+                                     : 0x7f80u;
       uint64_t bits = r & width_mask(dt);
       if ((bits & m) == m) bits &= ~(m & (m >> 1)); /* clear exponent MSB */
       return bits;
     } else if (kind < 48) /* random mantissa, scale 2^[-20, 11) */
-      v = ldexp((double)(r >> 11), -53 + (int)(r % 31) - 20) * ((r & 1024) ? -1 : 1);
+      v = ldexp((double)(r >> 11), -53 + (int)(r % 31) - 20) *
+          ((r & 1024) ? -1 : 1);
     else
       v = (double)((int)(r % 9) - 4);
     /* Round to dt first (values must be representable). */
@@ -225,7 +227,7 @@ static uint64_t rnd_elem(sharc_dtype_t dt) {
   return (uint64_t)((int64_t)(r % 7) - 3) & width_mask(dt);
 }
 
-/* ---- reduce references ---------------------------------------------------- */
+/* ---- reduce references ---- */
 
 /* Expected bits of x OP y; for f64 sum/prod *approx is set and *ld holds a
  * long double reference to compare within 1 ulp. */
@@ -255,10 +257,12 @@ static uint64_t ref_reduce(sharc_dtype_t dt, sharc_op_t op, uint64_t a,
   case SHARC_SUM: r = a + b; break;
   case SHARC_PROD: r = a * b; break;
   case SHARC_MIN:
-    r = is_signed_int(dt) ? (sext(dt, a) < sext(dt, b) ? a : b) : (a < b ? a : b);
+    r = is_signed_int(dt) ? (sext(dt, a) < sext(dt, b) ? a : b)
+                          : (a < b ? a : b);
     break;
   default:
-    r = is_signed_int(dt) ? (sext(dt, a) > sext(dt, b) ? a : b) : (a > b ? a : b);
+    r = is_signed_int(dt) ? (sext(dt, a) > sext(dt, b) ? a : b)
+                          : (a > b ? a : b);
     break;
   }
   return r & m;
@@ -278,7 +282,7 @@ static int same_result(sharc_dtype_t dt, uint64_t got, uint64_t want,
   return got == want || (nan_bits(dt, got) && nan_bits(dt, want));
 }
 
-/* ---- reduce sweep ----------------------------------------------------------- */
+/* ---- reduce sweep ---- */
 
 enum { GUARD = 16 }; /* elements around each buffer that must stay intact */
 enum { ALIAS_NONE, ALIAS_A, ALIAS_B, ALIAS_AB };
@@ -292,8 +296,8 @@ static void check_guards(sharc_dtype_t dt, const void *buf, const void *ref,
   int ok = memcmp(p, q, off * es) == 0 &&
            memcmp(p + (off + n) * es, q + (off + n) * es,
                   total - (off + n) * es) == 0;
-  EXPECT(ok, "%s %s n=%zu: bytes outside the range written", sharc_dtype_name(dt),
-         what, n);
+  EXPECT(ok, "%s %s n=%zu: bytes outside the range written",
+         sharc_dtype_name(dt), what, n);
 }
 
 static void reduce_case(sharc_dtype_t dt, sharc_op_t op, size_t n, size_t offd,
@@ -355,8 +359,10 @@ static void reduce_case(sharc_dtype_t dt, sharc_op_t op, size_t n, size_t offd,
            sharc_op_name(op), n);
     check_guards(dt, D, D0, offo, n, "reduce");
   } else {
-    unsigned char *buf = alias == ALIAS_B ? B : A, *ref = alias == ALIAS_B ? B0 : A0;
-    unsigned char *other = alias == ALIAS_B ? A : B, *oref = alias == ALIAS_B ? A0 : B0;
+    unsigned char *buf = alias == ALIAS_B ? B : A,
+                  *ref = alias == ALIAS_B ? B0 : A0;
+    unsigned char *other = alias == ALIAS_B ? A : B,
+                  *oref = alias == ALIAS_B ? A0 : B0;
     check_guards(dt, buf, ref, offo, n, alias_names[alias]);
     EXPECT(memcmp(other, oref, bytes) == 0,
            "reduce %s %s n=%zu %s: the other input was modified",
@@ -382,7 +388,7 @@ static void test_reduce(void) {
     }
 }
 
-/* ---- kernel_div ------------------------------------------------------------ */
+/* ---- kernel_div ---- */
 
 static void test_div(void) {
   static const size_t sizes[] = {0, 1, 7, 1000, 65539};
@@ -394,7 +400,8 @@ static void test_div(void) {
         int d = divisors[k];
         unsigned char *buf = malloc(bytes), *ref = malloc(bytes);
         if (!buf || !ref) exit(1);
-        for (size_t i = 0; i < n + 2 * GUARD; i++) store_bits(dt, buf, i, rnd_elem(dt));
+        for (size_t i = 0; i < n + 2 * GUARD; i++)
+          store_bits(dt, buf, i, rnd_elem(dt));
         memcpy(ref, buf, bytes);
         kernel_div(dt, buf + GUARD * es, n, d);
         for (size_t i = 0; i < n; i++) {
@@ -423,12 +430,13 @@ static void test_div(void) {
       }
 }
 
-/* ---- conversions ------------------------------------------------------------ */
+/* ---- conversions ---- */
 
 /* Every 16-bit pattern: decodes to its exact value, and encodes back to
  * itself; NaN decodes to NaN and comes back as a quiet NaN, same sign. */
 static void test_round_trip(const char *name, int mb, int eb,
-                            float (*to32)(uint16_t), uint16_t (*from32)(float)) {
+                            float (*to32)(uint16_t),
+                            uint16_t (*from32)(float)) {
   uint32_t sign_bit = 1u << (mb + eb), quiet = 1u << (mb - 1);
   for (uint32_t h = 0; h < 65536; h++) {
     float f = to32((uint16_t)h);
@@ -438,7 +446,8 @@ static void test_round_trip(const char *name, int mb, int eb,
     if (isnan(want)) {
       EXPECT(isnan(f) && !!signbit(f) == neg, "%s %#x -> f32 %#x: want NaN",
              name, h, f32_bits(f));
-      EXPECT(is_nan16(back, mb, eb) && (back & quiet) && !!(back & sign_bit) == neg,
+      EXPECT(is_nan16(back, mb, eb) && (back & quiet) &&
+                 !!(back & sign_bit) == neg,
              "%s NaN %#x -> f32 -> %#x: want a quiet NaN", name, h, back);
     } else {
       EXPECT((double)f == want && !!signbit(f) == neg,
@@ -451,9 +460,11 @@ static void test_round_trip(const char *name, int mb, int eb,
 static void expect_encode(const char *name, int mb, int eb,
                           uint16_t (*from32)(float), float f) {
   uint32_t got = from32(f), want = ref_encode(f, mb, eb);
-  int ok = isnan(f) ? is_nan16(got, mb, eb) && !!(got >> (mb + eb)) == !!signbit(f)
-                    : got == want;
-  EXPECT(ok, "%s(f32 %#x = %a) = %#x, want %#x", name, f32_bits(f), f, got, want);
+  int ok = isnan(f)
+               ? is_nan16(got, mb, eb) && !!(got >> (mb + eb)) == !!signbit(f)
+               : got == want;
+  EXPECT(ok, "%s(f32 %#x = %a) = %#x, want %#x", name, f32_bits(f), f, got,
+         want);
 }
 
 /* Every tie between neighbouring finite values (and the f32 values just
@@ -464,9 +475,11 @@ static void test_encode_sweep(const char *name, int mb, int eb,
   for (uint32_t h = 0; h < inf; h++) {
     double lo = ref_decode(h, mb, eb);
     /* Past the largest finite value the grid goes on to 2^(bias + 1). */
-    double hi = h + 1 == inf ? ldexp(1.0, 1 << (eb - 1)) : ref_decode(h + 1, mb, eb);
+    double hi =
+        h + 1 == inf ? ldexp(1.0, 1 << (eb - 1)) : ref_decode(h + 1, mb, eb);
     float mid = (float)((lo + hi) / 2); /* exact: 1 bit more than the format */
-    float probes[] = {(float)lo, mid, nextafterf(mid, 0), nextafterf(mid, INFINITY)};
+    float probes[] = {(float)lo, mid, nextafterf(mid, 0),
+                      nextafterf(mid, INFINITY)};
     for (int k = 0; k < 4; k++) {
       expect_encode(name, mb, eb, from32, probes[k]);
       expect_encode(name, mb, eb, from32, -probes[k]);
@@ -485,9 +498,10 @@ static void test_known(const char *name, const struct known *k, size_t n,
                        int mb, int eb, uint16_t (*from32)(float)) {
   for (size_t i = 0; i < n; i++) {
     uint16_t got = from32(bits_f32(k[i].f32));
-    int ok = is_nan16(k[i].want, mb, eb) ? is_nan16(got, mb, eb) &&
-                                               (got & 0x8000) == (k[i].want & 0x8000)
-                                         : got == k[i].want;
+    int ok =
+        is_nan16(k[i].want, mb, eb)
+            ? is_nan16(got, mb, eb) && (got & 0x8000) == (k[i].want & 0x8000)
+            : got == k[i].want;
     EXPECT(ok, "%s(%#x) = %#x, want %#x", name, k[i].f32, got, k[i].want);
   }
 }
@@ -501,7 +515,8 @@ static void test_conversions(void) {
   static const struct known f16[] = {
       {0x3f800000, 0x3c00}, /* 1 */
       {0xc0000000, 0xc000}, /* -2 */
-      {0x00000000, 0x0000}, {0x80000000, 0x8000}, /* +-0 */
+      {0x00000000, 0x0000},
+      {0x80000000, 0x8000}, /* +-0 */
       {0x3f801000, 0x3c00}, /* 1 + 2^-11: tie, down to even */
       {0x3f803000, 0x3c02}, /* 1 + 3*2^-11: tie, up to even */
       {0x3f801001, 0x3c01}, /* just above the tie */
@@ -511,7 +526,8 @@ static void test_conversions(void) {
       {0x477ff000, 0x7c00}, /* 65520: tie, to even = infinity */
       {0x501502f9, 0x7c00}, /* 1e10 */
       {0x7f7fffff, 0x7c00}, /* f32 max */
-      {0x7f800000, 0x7c00}, {0xff800000, 0xfc00}, /* +-inf */
+      {0x7f800000, 0x7c00},
+      {0xff800000, 0xfc00}, /* +-inf */
       {0x33800000, 0x0001}, /* 2^-24, the smallest subnormal */
       {0x33000000, 0x0000}, /* 2^-25: tie, to even = 0 */
       {0x33000001, 0x0001}, /* just above 2^-25 */
@@ -521,35 +537,42 @@ static void test_conversions(void) {
       {0x387fc000, 0x03ff}, /* the largest subnormal */
       {0x387fe000, 0x0400}, /* tie between it and 2^-14: to even */
       {0x38800000, 0x0400}, /* 2^-14, the smallest normal */
-      {0x00000001, 0x0000}, {0x80000001, 0x8000}, /* f32 subnormals */
+      {0x00000001, 0x0000},
+      {0x80000001, 0x8000}, /* f32 subnormals */
       {0x7fc00000, 0x7e00}, /* quiet NaN */
       {0x7f800001, 0x7e00}, /* NaN whose payload is all shifted out */
       {0xffc00000, 0xfe00},
   };
   static const struct known bf16[] = {
-      {0x3f800000, 0x3f80}, {0xbf800000, 0xbf80},
+      {0x3f800000, 0x3f80},
+      {0xbf800000, 0xbf80},
       {0x3f808000, 0x3f80}, /* tie, down to even */
       {0x3f818000, 0x3f82}, /* tie, up to even */
-      {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80},
+      {0x3f808001, 0x3f81},
+      {0x3f807fff, 0x3f80},
       {0x7f7f0000, 0x7f7f}, /* the largest finite */
       {0x7f7f7fff, 0x7f7f},
       {0x7f7f8000, 0x7f80}, /* tie, to even = infinity */
       {0x7f7fffff, 0x7f80}, /* f32 max overflows */
-      {0x7f800000, 0x7f80}, {0xff800000, 0xff80},
+      {0x7f800000, 0x7f80},
+      {0xff800000, 0xff80},
       {0x00008000, 0x0000}, /* subnormal tie, to even = 0 */
       {0x00018000, 0x0002}, /* subnormal tie, to even = 2 */
-      {0x00010000, 0x0001}, {0x00000001, 0x0000}, {0x80000001, 0x8000},
+      {0x00010000, 0x0001},
+      {0x00000001, 0x0000},
+      {0x80000001, 0x8000},
       {0x007f8000, 0x0080}, /* rounds up into the smallest normal */
       {0x7fc00000, 0x7fc0},
       {0x7f800001, 0x7fc0}, /* NaN whose payload is all shifted out */
       {0xff800001, 0xffc0},
   };
-  test_known("f32_to_f16", f16, sizeof f16 / sizeof f16[0], F16_FMT, kernel_f32_to_f16);
+  test_known("f32_to_f16", f16, sizeof f16 / sizeof f16[0], F16_FMT,
+             kernel_f32_to_f16);
   test_known("f32_to_bf16", bf16, sizeof bf16 / sizeof bf16[0], BF16_FMT,
              kernel_f32_to_bf16);
 }
 
-/* ---- throughput (not a test) ------------------------------------------------- */
+/* ---- throughput (not a test) ---- */
 
 static double now_s(void) {
   struct timespec ts;
@@ -562,9 +585,11 @@ static int bench(void) {
   const size_t bytes = 64u << 20;
   unsigned char *a = malloc(bytes), *b = malloc(bytes), *d = malloc(bytes);
   if (!a || !b || !d) return 1;
-  for (size_t i = 0; i < bytes; i++) a[i] = (unsigned char)(i * 7), b[i] = (unsigned char)(i * 13);
-  static const sharc_dtype_t dts[] = {SHARC_F32, SHARC_F64, SHARC_F16, SHARC_BF16,
-                                      SHARC_I8, SHARC_I32, SHARC_I64};
+  for (size_t i = 0; i < bytes; i++)
+    a[i] = (unsigned char)(i * 7), b[i] = (unsigned char)(i * 13);
+  static const sharc_dtype_t dts[] = {SHARC_F32,  SHARC_F64, SHARC_F16,
+                                      SHARC_BF16, SHARC_I8,  SHARC_I32,
+                                      SHARC_I64};
   printf("%-9s %-5s %14s %14s\n", "dtype", "op", "dst GB/s", "dst=a GB/s");
   for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
     for (int op = SHARC_SUM; op <= SHARC_MAX; op += 2) {
@@ -575,11 +600,12 @@ static int bench(void) {
         kernel_reduce(dts[t], op, dst, a, b, n); /* warm up, fault pages in */
         int iters = 10;
         double t0 = now_s();
-        for (int it = 0; it < iters; it++) kernel_reduce(dts[t], op, dst, a, b, n);
+        for (int it = 0; it < iters; it++)
+          kernel_reduce(dts[t], op, dst, a, b, n);
         gbs[inplace] = 3.0 * (double)bytes * iters / (now_s() - t0) / 1e9;
       }
-      printf("%-9s %-5s %14.2f %14.2f\n", sharc_dtype_name(dts[t]), sharc_op_name(op),
-             gbs[0], gbs[1]);
+      printf("%-9s %-5s %14.2f %14.2f\n", sharc_dtype_name(dts[t]),
+             sharc_op_name(op), gbs[0], gbs[1]);
     }
   free(a), free(b), free(d);
   return 0;

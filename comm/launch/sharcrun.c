@@ -8,6 +8,9 @@
  * thread, one poll loop: signal handlers only write the signal number into
  * a self-pipe, so reaping, forwarding and output all happen in the loop.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pipe2, execvpe, asprintf, sigabbrev_np */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -66,6 +69,7 @@ static struct {
 static rank_t *ranks;
 static int nrunning;
 static pid_t pgid;
+static sigset_t sent; /* job-ending signals sharcrun sent or forwarded */
 static struct {
   enum phase phase;
   int status;      /* sharcrun's exit status once decided, else -1 */
@@ -335,6 +339,7 @@ static void on_signal(int sig) {
 static void signal_all(int sig, bool group) {
   /* The group reaches descendants of a rank too (as a terminal would);
    * it exists while any rank is unreaped, so its id cannot be reused. */
+  if (group) sigaddset(&sent, sig);
   if (group && nrunning > 0 && pgid > 0) killpg(pgid, sig);
   for (int r = 0; r < opt.n; r++)
     if (ranks[r].running) kill(ranks[r].pid, sig);
@@ -470,6 +475,8 @@ static void handle_signals(void) {
         signal_all(sig, false);
         continue;
       }
+      fprintf(stderr, "sharcrun: got SIG%s; forwarding it to %d rank%s\n",
+              sigabbrev_np(sig), nrunning, nrunning == 1 ? "" : "s");
       signal_all(sig, true);
       /* The job is ending; if the ranks ignore the signal, still end it. */
       if (job.phase == RUNNING) enter(GRACE, 0, opt.grace);
@@ -487,9 +494,8 @@ static void reap(void) {
     nrunning--;
     drain_rank(r);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-    /* Stopped by our own teardown, already announced with a count. */
-    if (WIFSIGNALED(status) && job.phase >= TERMINATING &&
-        (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL))
+    /* Ended by a signal we sent: announced once for all ranks already. */
+    if (WIFSIGNALED(status) && sigismember(&sent, WTERMSIG(status)))
       ranks[r].reported = true;
     int code;
     if (WIFEXITED(status)) {
@@ -601,6 +607,7 @@ int main(int argc, char **argv) {
   sigaction(SIGCHLD, &sa, NULL);
   sigaddset(&block, SIGCHLD);
   signal(SIGPIPE, SIG_IGN);
+  sigemptyset(&sent);
 
   /* Signals wait until every rank is started and in the group. */
   sigprocmask(SIG_BLOCK, &block, &old);
@@ -636,7 +643,9 @@ int main(int argc, char **argv) {
     if (nrunning == 0 && np == 1) break;
 
     double t = now_s(), wake = next_wake(drain_until);
-    int ms = wake < 0 ? -1 : wake <= t ? 0 : (int)((wake - t) * 1000.0) + 1;
+    double ms_left = wake < 0 ? -1.0 : (wake - t) * 1000.0;
+    int ms = ms_left < 0 ? (wake < 0 ? -1 : 0)
+                         : ms_left > 3.6e6 ? 3600000 : (int)ms_left + 1;
     int nready = poll(pfd, (nfds_t)np, ms);
     if (nready < 0 && errno != EINTR) {
       perror("sharcrun: poll");

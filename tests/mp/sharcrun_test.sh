@@ -11,7 +11,10 @@ SR=$(cd "$(dirname "$SR")" && pwd)/$(basename "$SR")
 [ -x "$SR" ] || { echo "sharcrun_test: '$SR' is not executable"; exit 1; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sharcrun_test.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+MAIN_PID=$BASHPID
+# Only this shell cleans up: a subshell hit by a signal while being forked
+# would otherwise run the trap too.
+trap '[ "$BASHPID" = "$MAIN_PID" ] && rm -rf "$TMP"' EXIT
 OUT=$TMP/out ERR=$TMP/err
 passed=0 failed=0
 
@@ -138,8 +141,7 @@ forward_test() { # SIGNAL: children trap it, print, and exit 0
     sleep 0.1
   done
   kill -"$sig" "$pid"
-  # Watchdog that ends on its own: signalling a just-forked bash subshell
-  # can run this script's EXIT trap in it.
+  # Watchdog that ends on its own instead of being killed.
   ( for i in $(seq 300); do kill -0 "$pid" 2>/dev/null || exit 0; sleep 0.1; done
     kill -KILL "$pid" ) &
   local dog=$!
@@ -153,6 +155,17 @@ forward_test() { # SIGNAL: children trap it, print, and exit 0
 forward_test TERM
 forward_test INT
 forward_test USR1
+
+# Ranks that do not catch it die of it: one line from sharcrun, exit 128+15.
+"$SR" -n 3 sh -c 'echo ready; exec sleep 100' >"$OUT" 2>"$ERR" </dev/null &
+pid=$!
+for i in $(seq 100); do [ "$(grep -c ready "$OUT")" = 3 ] && break; sleep 0.1; done
+kill -TERM "$pid"
+RC=0
+wait "$pid" || RC=$?
+check "forward TERM, not caught: exit 143" test "$RC" = 143
+check "forward TERM, not caught: one line" \
+  test "$(cat "$ERR")" = "sharcrun: got SIGTERM; forwarding it to 3 ranks"
 
 # ---- usage --------------------------------------------------------------
 for args in "" "-n" "-n 0" "-n 1025" "-n abc" "-n 2" "-n 2 --bogus prog" \

@@ -105,6 +105,9 @@ const char *err_last(void);
     "auto (shm on one host, tcp between hosts) or tcp (tcp everywhere)")       \
   X(SHM_FIFO_BYTES, "SHARC_SHM_FIFO_BYTES", "4194304",                         \
     "bytes of each shared-memory FIFO per peer and channel")                   \
+  X(SHM_DIRECT, "SHARC_SHM_DIRECT", "1",                                      \
+    "1: same-host peers read sharc_mem_alloc buffers in place (one copy); "     \
+    "0: always copy through the FIFO")                                         \
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
   X(NCHANNELS, "SHARC_NCHANNELS", "2",                                         \

@@ -25,6 +25,9 @@ typedef struct {
   size_t bytes;           /* payload bytes */
   size_t wire;            /* payload + alignment padding */
   size_t done;            /* bytes of wire moved */
+  int begun;              /* framing header sent/parsed (transports with one) */
+  int direct;             /* the peer reads our buffer / we read the peer's */
+  const uint8_t *dsrc;    /* receive in place: the sender's bytes */
 } op_state_t;
 
 #define EXEC_CHECK_INTERVAL_NS 100000000ull /* liveness check period */
@@ -34,12 +37,66 @@ static inline uint8_t *buf_at(void *const bufs[3], int which, size_t off,
   return (uint8_t *)bufs[which] + off * esize;
 }
 
-/* Moves what can be moved for one op now; returns bytes moved. */
+/* Consumes n incoming bytes at p for a RECV / RECV_REDUCE at offset done. */
+static void consume(const op_state_t *st, void *const bufs[3], size_t esize,
+                    sharc_dtype_t dtype, sharc_op_t op, const void *p,
+                    size_t n) {
+  const sched_op_t *o = st->op;
+  uint8_t *dst = buf_at(bufs, o->dst_buf, o->dst_off, esize) + st->done;
+  if (o->kind == SCHED_RECV_REDUCE)
+    kernel_reduce(dtype, op, dst, p,
+                  buf_at(bufs, o->src_buf, o->src_off, esize) + st->done,
+                  n / esize);
+  else
+    memcpy(dst, p, n);
+}
+
+/* Starts the transport's framing for an op (shm: a header that says
+ * whether the bytes come inline or are read in place). 0: try later. */
+static int begin(op_state_t *st, void *const bufs[3], size_t esize) {
+  transport_conn_t *c = st->conn;
+  const sched_op_t *o = st->op;
+  int r;
+  if (o->kind == SCHED_SEND)
+    r = c->tp->send_begin(c, buf_at(bufs, o->src_buf, o->src_off, esize),
+                          st->bytes);
+  else
+    r = c->tp->recv_begin(c, st->bytes, (const void **)&st->dsrc);
+  if (r < 0) return 0;
+  st->begun = 1;
+  st->direct = r;
+  return 1;
+}
+
+/* Moves what can be moved for one op now; returns bytes moved (a started
+ * header or a finished in-place send count as 1). */
 static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
                       sharc_dtype_t dtype, sharc_op_t op, size_t slice) {
   const sched_op_t *o = st->op;
   transport_conn_t *c = st->conn;
   size_t moved = 0;
+  if (!st->begun && c->tp->send_begin) {
+    if (!begin(st, bufs, esize)) return 0;
+    moved = 1;
+  }
+  if (st->direct) {
+    if (o->kind == SCHED_SEND) {
+      if (!c->tp->send_done(c)) return moved;
+      st->done = st->wire;
+      return moved + 1;
+    }
+    /* Read the sender's memory in place, a slice per visit. */
+    size_t n = SHARC_MIN(st->bytes - st->done, slice);
+    n -= n % esize;
+    if (n == 0) n = st->bytes - st->done;
+    consume(st, bufs, esize, dtype, op, st->dsrc + st->done, n);
+    st->done += n;
+    if (st->done >= st->bytes) {
+      c->tp->recv_done(c);
+      st->done = st->wire;
+    }
+    return moved + n;
+  }
   while (st->done < st->wire && moved < slice) {
     size_t left = st->wire - st->done;
     if (o->kind == SCHED_SEND) {
@@ -60,20 +117,11 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
       n = SHARC_MIN(SHARC_MIN(n, left), slice - moved);
       if (st->done < st->bytes) {
         size_t data = SHARC_MIN(n, st->bytes - st->done);
-        if (o->kind == SCHED_RECV_REDUCE) {
-          data -= data % esize; /* whole elements only */
-          if (data == 0) break;
-          if (n > data && st->done + data < st->bytes) n = data;
-          kernel_reduce(dtype, op,
-                        buf_at(bufs, o->dst_buf, o->dst_off, esize) + st->done,
-                        p,
-                        buf_at(bufs, o->src_buf, o->src_off, esize) + st->done,
-                        data / esize);
-        } else {
-          if (data == 0) break;
-          memcpy(buf_at(bufs, o->dst_buf, o->dst_off, esize) + st->done, p,
-                 data);
-        }
+        if (o->kind == SCHED_RECV_REDUCE) data -= data % esize; /* whole elements */
+        if (data == 0) break;
+        /* Release only what was consumed, unless the payload ends here. */
+        if (n > data && st->done + data < st->bytes) n = data;
+        consume(st, bufs, esize, dtype, op, p, data);
       }
       if (n == 0) break;
       c->tp->recv_release(c, n);
@@ -139,6 +187,8 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     st->conn = NULL;
     st->bytes = o->count * esize;
     st->done = 0;
+    st->begun = st->direct = 0;
+    st->dsrc = NULL;
     if (o->kind == SCHED_COPY) {
       if (st->bytes)
         memcpy(buf_at(bufs, o->dst_buf, o->dst_off, esize),

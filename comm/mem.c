@@ -1,7 +1,7 @@
 /*
  * mem.c - sharc_mem_alloc / sharc_mem_free: host memory backed by a
- * memfd, so same-host peers can map it (the registry below remembers each
- * allocation's file descriptor for that).
+ * memfd, so same-host peers can map it through /proc/<pid>/fd (the registry
+ * below remembers each allocation's descriptor; see shm.c).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -10,16 +10,19 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "mem.h"
 
 typedef struct mem_region {
   struct mem_region *next;
   void *ptr;
   size_t bytes;
   int fd;
+  uint64_t id;
 } mem_region_t;
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static mem_region_t *mem_regions;
+static uint64_t mem_next_id = 1;
 
 sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes) {
   if (!ptr) return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_alloc: ptr is NULL");
@@ -53,6 +56,7 @@ sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes) {
   }
   r->bytes = len;
   pthread_mutex_lock(&mem_lock);
+  r->id = mem_next_id++;
   r->next = mem_regions;
   mem_regions = r;
   pthread_mutex_unlock(&mem_lock);
@@ -75,4 +79,20 @@ sharc_status_t sharc_mem_free(void *ptr) {
   close(r->fd);
   free(r);
   return SHARC_OK;
+}
+
+int mem_find(const void *p, size_t len, mem_ref_t *out) {
+  uintptr_t a = (uintptr_t)p;
+  int found = 0;
+  pthread_mutex_lock(&mem_lock);
+  for (mem_region_t *r = mem_regions; r; r = r->next) {
+    uintptr_t b = (uintptr_t)r->ptr;
+    if (a >= b && a - b <= r->bytes && len <= r->bytes - (a - b)) {
+      *out = (mem_ref_t){r->id, r->fd, a - b, r->bytes};
+      found = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return found;
 }

@@ -45,6 +45,17 @@ typedef struct transport {
   /* Contiguous readable bytes at *ptr (0: none yet). Never blocks. */
   size_t (*recv_avail)(transport_conn_t *c, const void **ptr);
   void (*recv_release)(transport_conn_t *c, size_t bytes);
+  /* Optional message framing with in-place reads (shm; NULL elsewhere).
+   * send_begin starts a SEND of `bytes` from src: returns 1 if the peer will
+   * read src in place (the op completes when send_done says so), 0 if the
+   * bytes follow inline through send_space/commit, -1 if there is no room
+   * for the header yet (call again). recv_begin starts a RECV of `bytes`:
+   * 1 with *direct pointing at the sender's memory (call recv_done after
+   * reading it), 0 if inline, -1 if the header has not arrived yet. */
+  int (*send_begin)(transport_conn_t *c, const void *src, size_t bytes);
+  int (*send_done)(transport_conn_t *c);
+  int (*recv_begin)(transport_conn_t *c, size_t bytes, const void **direct);
+  void (*recv_done)(transport_conn_t *c);
   /* SHARC_OK while the peer is alive and the connection healthy; else
    * SHARC_ERR_PEER_LOST / SHARC_ERR_NET with the message recorded by
    * err_set (naming the peer rank and host). Called when waiting; may make

@@ -26,22 +26,50 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "exec.h"
+#include "mem.h"
 
 #define SHM_MAGIC 0x53484152434d454dull /* "SHARCMEM" */
 
 typedef struct {
   _Alignas(64) _Atomic uint64_t head; /* bytes written by the sender */
   _Alignas(64) _Atomic uint64_t tail; /* bytes consumed by the receiver */
+  _Alignas(64) _Atomic uint64_t acks; /* in-place reads finished */
 } shm_fifo_ctrl_t;
+
+/* Every message starts with this 64-byte header in the FIFO: either its
+ * bytes follow inline, or the receiver reads them in place from the
+ * sender's sharc_mem_alloc region (memfd `fd` of the sender, opened through
+ * /proc/<pid>/fd) and acknowledges. */
+#define SHM_MSG_INLINE 0x314c4e49u /* "INL1" */
+#define SHM_MSG_DIRECT 0x31524944u /* "DIR1" */
+typedef struct {
+  uint32_t kind;
+  int32_t fd;
+  uint64_t bytes;
+  uint64_t region_id;
+  uint64_t offset;
+  uint64_t region_size;
+  uint8_t pad[24];
+} shm_msg_t;
+_Static_assert(sizeof(shm_msg_t) == 64, "shm_msg_t is one FIFO unit");
+
+#define SHM_MAP_CACHE 16   /* mapped peer regions kept per peer */
+#define SHM_MAX_DIRECT 3584 /* local ranks whose direct_ok fits the header */
 
 typedef struct {
   _Atomic uint64_t magic; /* set last: the segment is ready */
   int32_t pid;
   int32_t rank;
   _Atomic uint32_t mapped; /* local peers that have mapped this segment */
+  int32_t seg_fd;          /* owner's descriptor of this segment */
   _Alignas(64) wake_word_t wake;
   _Alignas(64) fail_word_t fail;
+  /* direct_ok[i] = 1: the owner can open local rank i's descriptors through
+   * /proc, so i may send in place; 2: it cannot; 0: not probed yet. */
+  _Alignas(64) _Atomic uint8_t direct_ok[SHM_MAX_DIRECT];
 } shm_header_t;
+_Static_assert(sizeof(shm_header_t) <= 4096, "shm header fits its page");
 
 typedef struct {
   transport_conn_t base;
@@ -51,7 +79,15 @@ typedef struct {
   wake_word_t *other_wake; /* whom to ring after commit/release */
   int local;               /* peer's local index */
   struct sharc_comm *comm;
+  uint64_t direct_posted;  /* sender: in-place messages posted */
 } shm_conn_t;
+
+typedef struct {
+  uint64_t id;
+  uint8_t *base;
+  size_t size;
+  uint64_t used; /* for eviction: last use tick */
+} shm_map_t;
 
 typedef struct {
   uint8_t *base;
@@ -68,6 +104,9 @@ struct shm_state {
   shm_conn_t **conns; /* [nranks * nchan * 2] lazily created */
   char name[64];
   int unlinked;
+  int direct;           /* SHARC_SHM_DIRECT */
+  shm_map_t *maps;      /* [nlocal * SHM_MAP_CACHE] peer regions mapped */
+  uint64_t map_tick;
 };
 
 static shm_header_t *seg_hdr(struct shm_state *s, int local) {
@@ -125,6 +164,30 @@ static sharc_status_t map_peer(struct sharc_comm *comm, struct shm_state *s,
   }
 }
 
+/* Can this process open each local peer's descriptors through /proc? Tried
+ * on the peer's segment descriptor; the answer goes into our header, where
+ * the peer looks before sending in place. */
+static void probe_direct(struct sharc_comm *comm, struct shm_state *s) {
+  shm_header_t *me = seg_hdr(s, s->me);
+  for (int i = 0; i < s->nlocal; i++) {
+    if (i == s->me || i >= SHM_MAX_DIRECT) continue;
+    shm_header_t *ph = seg_hdr(s, i);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", ph->pid, ph->seg_fd);
+    int ok = 0, fd = s->direct ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+      struct stat a, b;
+      ok = fstat(fd, &a) == 0 && fstat(s->segs[i].fd, &b) == 0 &&
+           a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+      close(fd);
+    }
+    if (s->direct && !ok)
+      INFO(SUB_SHM, "shm: cannot open %s (%s); rank %d sends to us through the FIFO",
+           path, strerror(errno), comm->local_ranks[i]);
+    atomic_store(&me->direct_ok[i], ok ? 1 : 2);
+  }
+}
+
 static sharc_status_t shm_setup(struct sharc_comm *comm) {
   struct shm_state *s = calloc(1, sizeof *s);
   if (!s) return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
@@ -140,7 +203,9 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
   s->segs = calloc((size_t)s->nlocal, sizeof *s->segs);
   s->local_of = malloc((size_t)comm->nranks * sizeof *s->local_of);
   s->conns = calloc((size_t)comm->nranks * (size_t)s->nchan * 2, sizeof *s->conns);
-  if (!s->segs || !s->local_of || !s->conns)
+  s->maps = calloc((size_t)s->nlocal * SHM_MAP_CACHE, sizeof *s->maps);
+  s->direct = param_int(PARAM_SHM_DIRECT) != 0 && s->nlocal <= SHM_MAX_DIRECT;
+  if (!s->segs || !s->local_of || !s->conns || !s->maps)
     return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
   for (int i = 0; i < s->nlocal; i++) s->segs[i].fd = -1;
   for (int r = 0; r < comm->nranks; r++) s->local_of[r] = -1;
@@ -178,6 +243,7 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
   shm_header_t *h = p;
   h->pid = (int32_t)getpid();
   h->rank = comm->rank;
+  h->seg_fd = fd;
   /* The wake word moves into shared memory so local peers can ring it. */
   comm->wake = &h->wake;
   atomic_store(&h->magic, SHM_MAGIC);
@@ -187,6 +253,7 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
     if (i == s->me) continue;
     CHECK(map_peer(comm, s, i, deadline));
   }
+  probe_direct(comm, s);
   /* Unlink once every local peer has mapped us. */
   unsigned backoff_us = 100;
   while ((int)atomic_load(&h->mapped) < s->nlocal - 1) {
@@ -260,6 +327,95 @@ static size_t shm_recv_avail(transport_conn_t *tc, const void **ptr) {
 static void shm_recv_release(transport_conn_t *tc, size_t bytes) {
   shm_conn_t *c = (shm_conn_t *)tc;
   atomic_fetch_add_explicit(&c->ctrl->tail, bytes, memory_order_seq_cst);
+  comm_wake_word(c->other_wake);
+}
+
+static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
+  shm_conn_t *c = (shm_conn_t *)tc;
+  struct shm_state *s = c->comm->shm;
+  void *p;
+  if (shm_send_space(tc, &p) < sizeof(shm_msg_t)) return -1;
+  shm_msg_t m = {.kind = SHM_MSG_INLINE, .fd = -1, .bytes = bytes};
+  mem_ref_t ref;
+  if (s->direct && atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) == 1 &&
+      mem_find(src, bytes, &ref)) {
+    m.kind = SHM_MSG_DIRECT;
+    m.fd = ref.fd;
+    m.region_id = ref.id;
+    m.offset = ref.offset;
+    m.region_size = ref.size;
+    c->direct_posted++;
+  }
+  memcpy(p, &m, sizeof m);
+  shm_send_commit(tc, sizeof m);
+  return m.kind == SHM_MSG_DIRECT;
+}
+
+static int shm_send_done(transport_conn_t *tc) {
+  shm_conn_t *c = (shm_conn_t *)tc;
+  return atomic_load_explicit(&c->ctrl->acks, memory_order_acquire) >= c->direct_posted;
+}
+
+/* Maps (or finds mapped) the sender's region; NULL with the comm failed. */
+static const uint8_t *map_region(shm_conn_t *c, const shm_msg_t *m) {
+  struct sharc_comm *comm = c->comm;
+  struct shm_state *s = comm->shm;
+  shm_map_t *cache = &s->maps[(size_t)c->local * SHM_MAP_CACHE], *victim = cache;
+  s->map_tick++;
+  for (int i = 0; i < SHM_MAP_CACHE; i++) {
+    if (cache[i].base && cache[i].id == m->region_id && cache[i].size == m->region_size) {
+      cache[i].used = s->map_tick;
+      return cache[i].base;
+    }
+    if (!cache[i].base || cache[i].used < victim->used) victim = &cache[i];
+  }
+  char path[64], why[256];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", comm->peers[c->base.peer].pid, m->fd);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  void *p = MAP_FAILED;
+  if (fd >= 0) {
+    p = mmap(NULL, m->region_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+  }
+  if (p == MAP_FAILED) {
+    snprintf(why, sizeof why, "shm: cannot map %s (%zu bytes) of rank %d: %s; "
+             "set SHARC_SHM_DIRECT=0", path, (size_t)m->region_size, c->base.peer,
+             strerror(errno));
+    comm_fail(comm, -1, SHARC_ERR_SYSTEM, why);
+    return NULL;
+  }
+  if (victim->base) munmap(victim->base, victim->size);
+  *victim = (shm_map_t){m->region_id, p, m->region_size, s->map_tick};
+  return p;
+}
+
+static int shm_recv_begin(transport_conn_t *tc, size_t bytes, const void **direct) {
+  shm_conn_t *c = (shm_conn_t *)tc;
+  const void *p;
+  if (shm_recv_avail(tc, &p) < sizeof(shm_msg_t)) return -1;
+  shm_msg_t m;
+  memcpy(&m, p, sizeof m);
+  struct sharc_comm *comm = c->comm;
+  if ((m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT) || m.bytes != bytes) {
+    char why[320];
+    snprintf(why, sizeof why,
+             "rank %d sent a %llu-byte message where this rank expected %zu bytes: "
+             "the ranks called different collectives, counts or types",
+             tc->peer, (unsigned long long)m.bytes, bytes);
+    comm_fail(comm, -1, SHARC_ERR_MISMATCH, why);
+    return -1;
+  }
+  shm_recv_release(tc, sizeof m);
+  if (m.kind == SHM_MSG_INLINE) return 0;
+  const uint8_t *base = map_region(c, &m);
+  if (!base) return -1;
+  *direct = base + m.offset;
+  return 1;
+}
+
+static void shm_recv_done(transport_conn_t *tc) {
+  shm_conn_t *c = (shm_conn_t *)tc;
+  atomic_fetch_add_explicit(&c->ctrl->acks, 1, memory_order_seq_cst);
   comm_wake_word(c->other_wake);
 }
 
@@ -346,6 +502,11 @@ static void shm_teardown(struct sharc_comm *comm, uint64_t deadline) {
     }
     free(s->segs);
   }
+  if (s->maps) {
+    for (int i = 0; i < s->nlocal * SHM_MAP_CACHE; i++)
+      if (s->maps[i].base) munmap(s->maps[i].base, s->maps[i].size);
+    free(s->maps);
+  }
   if (!s->unlinked && s->name[0]) shm_unlink(s->name);
   free(s->local_of);
   free(s);
@@ -360,6 +521,10 @@ const transport_t transport_shm = {
     .send_commit = shm_send_commit,
     .recv_avail = shm_recv_avail,
     .recv_release = shm_recv_release,
+    .send_begin = shm_send_begin,
+    .send_done = shm_send_done,
+    .recv_begin = shm_recv_begin,
+    .recv_done = shm_recv_done,
     .check = shm_check,
     .notify_abort = shm_notify_abort,
     .teardown = shm_teardown,

@@ -165,7 +165,7 @@ sharc_status_t coll_execute(coll_call_t *call) {
     snprintf(msg, sizeof msg, "%s", comm->broken_msg);
     st = comm->broken_st;
     pthread_mutex_unlock(&comm->err_lock);
-    st = comm_error(comm, st, "%s: communicator unusable: %s",
+    st = comm_record(comm, st, "%s: communicator unusable: %s",
                     coll_fn[call->coll], msg);
   } else {
     st = run_call(call);

@@ -90,6 +90,11 @@ sharc_status_t comm_error(struct sharc_comm *comm, sharc_status_t st,
                           const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* As comm_error, without logging (the error was reported where it began). */
+sharc_status_t comm_record(struct sharc_comm *comm, sharc_status_t st,
+                           const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Blocking wait on this rank's doorbell: returns when it changed since
  * `seen` (a value read before the last poll) or after timeout_ns. */
 void comm_wait(struct sharc_comm *comm, uint32_t seen, uint64_t timeout_ns);

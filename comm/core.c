@@ -164,6 +164,7 @@ static const struct {
                     {"SHARD", SUB_SHARD}, {"ALL", SUB_ALL}};
 
 static const char *subsys_name(log_subsys_t sub) {
+  if (sub == SUB_ALL) return "SHARC"; /* errors not tied to one subsystem */
   for (size_t i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
     if (subsys_names[i].bit == (int)sub) return subsys_names[i].name;
   return "SHARC";
@@ -259,6 +260,16 @@ sharc_status_t err_set(sharc_status_t st, const char *fmt, ...) {
   vsnprintf(err_buf, sizeof err_buf, fmt, ap);
   va_end(ap);
   WARN(SUB_ALL, "%s (%s)", err_buf, sharc_status_name(st));
+  return st;
+}
+
+sharc_status_t err_record(sharc_status_t st, const char *fmt, ...) {
+  char tmp[sizeof err_buf];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tmp, sizeof tmp, fmt, ap); /* fmt may print err_buf itself */
+  va_end(ap);
+  memcpy(err_buf, tmp, sizeof err_buf);
   return st;
 }
 

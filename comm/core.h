@@ -58,6 +58,10 @@ void log_set_rank(int rank);
  * Also logged at WARN. Use where the error starts; callers propagate st. */
 sharc_status_t err_set(sharc_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* As err_set, without logging: for passing on an error already reported
+ * where it started. */
+sharc_status_t err_record(sharc_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* The thread's last error message (never NULL). */
 const char *err_last(void);
 

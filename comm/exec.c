@@ -145,7 +145,7 @@ static sharc_status_t failed_status(struct sharc_comm *comm) {
   char msg[sizeof comm->broken_msg];
   snprintf(msg, sizeof msg, "%s", comm->broken_msg);
   pthread_mutex_unlock(&comm->err_lock);
-  return comm_error(comm, st, "%s", msg);
+  return comm_record(comm, st, "%s", msg);
 }
 
 /* Names the peers this rank is waiting for, "rank 3 (host a), rank 5 ...". */
@@ -249,7 +249,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     if (now - last_progress >= timeout_ns()) {
       char waits[400];
       describe_waits(comm, sts, n, waits, sizeof waits);
-      sharc_status_t st = comm_error(
+      sharc_status_t st = comm_record(
           comm, SHARC_ERR_TIMEOUT,
           "collective #%llu: no progress for %llu s while %s (SHARC_TIMEOUT=%s)",
           (unsigned long long)comm->seq,

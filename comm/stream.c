@@ -116,7 +116,7 @@ static sharc_status_t wait_for(struct sharc_stream *s, uint64_t target) {
   sharc_status_t st = SHARC_OK;
   if (s->err != SHARC_OK && s->err_at <= target) {
     st = s->err;
-    err_set(st, "%s", s->err_msg);
+    err_record(st, "%s", s->err_msg);
   }
   pthread_mutex_unlock(&s->lock);
   return st;

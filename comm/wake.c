@@ -43,19 +43,34 @@ void comm_wait(struct sharc_comm *comm, uint32_t seen, uint64_t timeout_ns) {
   atomic_store(&w->sleeping, 0);
 }
 
-sharc_status_t comm_error(struct sharc_comm *comm, sharc_status_t st,
-                          const char *fmt, ...) {
+static sharc_status_t comm_verror(struct sharc_comm *comm, sharc_status_t st,
+                                  int log, const char *fmt, va_list ap) {
   char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   if (comm) {
     pthread_mutex_lock(&comm->err_lock);
     snprintf(comm->last_error, sizeof comm->last_error, "%s", msg);
     pthread_mutex_unlock(&comm->err_lock);
   }
-  return err_set(st, "%s", msg);
+  return log ? err_set(st, "%s", msg) : err_record(st, "%s", msg);
+}
+
+sharc_status_t comm_error(struct sharc_comm *comm, sharc_status_t st,
+                          const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  st = comm_verror(comm, st, 1, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+sharc_status_t comm_record(struct sharc_comm *comm, sharc_status_t st,
+                           const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  st = comm_verror(comm, st, 0, fmt, ap);
+  va_end(ap);
+  return st;
 }
 
 void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
@@ -73,7 +88,8 @@ void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
   pthread_mutex_unlock(&comm->err_lock);
   atomic_store(&comm->broken, 1);
   atomic_store(&comm->fail.failed, 1); /* published last */
-  INFO(SUB_COMM, "communicator failing: %s", why);
+  /* The one warning of this failure on this rank. */
+  WARN(SUB_COMM, "%s (%s)", why, sharc_status_name(st));
   if (comm->shm && transport_shm.notify_abort)
     transport_shm.notify_abort(comm, failed_rank, st);
   if (comm->tcp && transport_tcp.notify_abort)

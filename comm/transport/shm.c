@@ -463,7 +463,7 @@ static sharc_status_t shm_check(transport_conn_t *tc) {
            "rank %d (host %s, pid %d) died or left the communicator", r,
            comm->peers[r].host, comm->peers[r].pid);
   comm_fail(comm, r, SHARC_ERR_PEER_LOST, why);
-  return comm_error(comm, SHARC_ERR_PEER_LOST, "%s", why);
+  return comm_record(comm, SHARC_ERR_PEER_LOST, "%s", why);
 }
 
 static void shm_notify_abort(struct sharc_comm *comm, int failed_rank,

@@ -793,7 +793,7 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
   pthread_mutex_unlock(&st->lock);
   if (!bound) {
     if (deadline && time_ns() > deadline)
-      return comm_error(comm, SHARC_ERR_TIMEOUT,
+      return comm_record(comm, SHARC_ERR_TIMEOUT,
                         "tcp: rank %d (host %s, listening at %s) never "
                         "connected channel %d to this rank (SHARC_TIMEOUT=%s)",
                         c->peer, host, addr_of(comm, c->peer, as, sizeof as),
@@ -810,18 +810,18 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
   if (atomic_load(&pp->lost) || ended) {
     int err = atomic_load(&p->err);
     if (err && err != ECONNRESET && err != EPIPE)
-      return comm_error(comm, SHARC_ERR_NET,
+      return comm_record(comm, SHARC_ERR_NET,
                         "tcp: channel %d to rank %d (host %s, %s): %s", c->chan,
                         c->peer, host, addr_of(comm, c->peer, as, sizeof as),
                         strerror(err));
     if (atomic_load(&pp->goodbye))
-      return comm_error(comm, SHARC_ERR_PEER_LOST,
+      return comm_record(comm, SHARC_ERR_PEER_LOST,
                         "tcp: rank %d (host %s) left the communicator while "
                         "this rank still %s it on channel %d",
                         c->peer, host,
                         c->is_send ? "had data for" : "expected data from",
                         c->chan);
-    return comm_error(comm, SHARC_ERR_PEER_LOST,
+    return comm_record(comm, SHARC_ERR_PEER_LOST,
                       "rank %d (host %s, pid %d) closed its connection: "
                       "process died or left the communicator",
                       c->peer, host, comm->peers[c->peer].pid);

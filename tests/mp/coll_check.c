@@ -1,7 +1,7 @@
 /*
  * coll_check.c - multi-process correctness sweep of every sharc collective.
  *
- *   sharcrun -n N coll_check [--quick] [--types f32,bf16,...]
+ *   sharcrun -n N coll_check [--quick|--full] [--types f32,bf16,...]
  *       [--colls ag,rs,ar,bc,barrier,stream,mem,split] [--iters K] [--seed S]
  *
  * Sweeps collective x dtype x op (or broadcast root) x in-place/out-of-place
@@ -9,16 +9,13 @@
  * representative subset only (fewer with --quick) so the suite stays within
  * budget on 2 cores with 8 ranks and under AddressSanitizer. Every rank
  * generates every rank's input from (seed, rank, index), so each rank
- * computes its own reference: f64 for floats, exact 64-bit integer
- * arithmetic wrapped to the type width for integers. Inputs are chosen so the
- * reference is meaningful: sums of same-sign values, products of {+-1, 2,
- * 0.5, 1.5} on at most three ranks per element, small integers where the sum
- * must not wrap (signed types, AVG), full-range values where wrapping is well
- * defined (unsigned SUM) or irrelevant (MIN, MAX, data movement).
+ * computes its own reference (f64 for floats, exact 64-bit integer
+ * arithmetic wrapped to the type width for integers): see coll_data.c.
+ * In-place calls use NCCL's layouts; coll_split.c checks sharc_comm_split.
  * Guard bytes around every buffer must stay untouched, and out-of-place send
- * buffers unmodified. Also checks the stream/event API, sharc_mem_alloc
- * buffers and sharc_comm_split. Exit 0 when everything passed, 1 otherwise,
- * 2 when the communicator could not be created.
+ * buffers unmodified. Also checks the stream/event API, sharc_mem_alloc buffers
+ * and sharc_comm_split. Exit 0 when everything passed, 1 otherwise, 2 when the
+ * communicator could not be created.
  */
 #include <math.h>
 #include <stdint.h>
@@ -26,41 +23,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_check.h"
 #include "coll_data.h"
 #include "sharc.h"
 
 enum { C_AG, C_RS, C_AR, C_BC, C_BAR, C_STREAM, C_MEM, C_SPLIT, C_N };
-static const char *coll_name[C_N] = {"all_gather", "reduce_scatter", "all_reduce",
-                                     "broadcast", "barrier", "stream", "mem", "split"};
-static const char *coll_short[C_N] = {"ag", "rs", "ar", "bc", "barrier", "stream", "mem", "split"};
-#define OP_COPY DATA_OP_COPY
-#define dt_name data_dt_name
-#define dt_size data_dt_size
+static const char *coll_name[C_N] = {
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast",
+    "barrier",    "stream",         "mem",        "split"};
+static const char *coll_short[C_N] = {"ag",      "rs",     "ar",  "bc",
+                                      "barrier", "stream", "mem", "split"};
 
-#define LARGE ((size_t)1048579) /* elements (per rank for AG/RS), odd on purpose */
-#define GUARD 64                /* bytes of 0xA5 on each side of every buffer */
-#define POISON 0x5B             /* initial bytes of output buffers */
-#define MAX_PRINT 10            /* failures printed per rank */
+#define LARGE                                                                  \
+  ((size_t)1048579)  /* elements (per rank for AG/RS), odd on purpose */
+#define GUARD 64     /* bytes of 0xA5 on each side of every buffer */
+#define POISON 0x5B  /* initial bytes of output buffers */
+#define MAX_PRINT 10 /* failures printed per rank */
 static const size_t counts[] = {0, 1, 7, 1000, LARGE};
 
-/* Large-count cases: which (coll, dtype, op or root selector, in-place) run
- * 1048579 elements; `quick` marks those kept under --quick. */
-static const struct { int coll, dt, op, inplace, quick; } large_cases[] = {
-    {C_AG, SHARC_F32, OP_COPY, 0, 1},   {C_AG, SHARC_I8, OP_COPY, 1, 0},
-    {C_AG, SHARC_F16, OP_COPY, 0, 0},   {C_RS, SHARC_F32, SHARC_SUM, 0, 1},
-    {C_RS, SHARC_BF16, SHARC_AVG, 1, 0}, {C_RS, SHARC_I32, SHARC_MAX, 0, 0},
-    {C_RS, SHARC_U8, SHARC_SUM, 1, 0},  {C_RS, SHARC_F64, SHARC_PROD, 0, 0},
-    {C_AR, SHARC_F32, SHARC_SUM, 1, 1}, {C_AR, SHARC_F64, SHARC_SUM, 0, 0},
-    {C_AR, SHARC_F16, SHARC_AVG, 0, 1}, {C_AR, SHARC_I64, SHARC_MIN, 1, 0},
-    {C_AR, SHARC_U32, SHARC_PROD, 0, 0}, {C_AR, SHARC_I8, SHARC_SUM, 1, 0},
-    {C_BC, SHARC_F32, 0, 0, 1},         {C_BC, SHARC_U64, 1, 1, 0},
+/* Large-count cases: which (coll, dtype, op, in-place) run 1048579
+ * elements; for broadcast `op` selects the root (0: rank 0, 1: the last
+ * rank, 2: nranks/2). `quick` marks those kept under --quick. */
+static const struct {
+  int coll, dt, op, inplace, quick;
+} large_cases[] = {
+    {C_AG, SHARC_F32, DATA_OP_COPY, 0, 1},
+    {C_AG, SHARC_I8, DATA_OP_COPY, 1, 0},
+    {C_AG, SHARC_F16, DATA_OP_COPY, 0, 0},
+    {C_RS, SHARC_F32, SHARC_SUM, 0, 1},
+    {C_RS, SHARC_BF16, SHARC_AVG, 1, 0},
+    {C_RS, SHARC_I32, SHARC_MAX, 0, 0},
+    {C_RS, SHARC_U8, SHARC_SUM, 1, 0},
+    {C_RS, SHARC_F64, SHARC_PROD, 0, 0},
+    {C_AR, SHARC_F32, SHARC_SUM, 1, 1},
+    {C_AR, SHARC_F64, SHARC_SUM, 0, 0},
+    {C_AR, SHARC_F16, SHARC_AVG, 0, 1},
+    {C_AR, SHARC_I64, SHARC_MIN, 1, 0},
+    {C_AR, SHARC_U32, SHARC_PROD, 0, 0},
+    {C_AR, SHARC_I8, SHARC_SUM, 1, 0},
+    {C_BC, SHARC_F32, 0, 0, 1},
+    {C_BC, SHARC_U64, 1, 1, 0},
     {C_BC, SHARC_BF16, 2, 0, 0},
 };
 
 static struct {
   sharc_comm_t comm;
   int rank, n;
-  int quick, iters;
+  int quick, full, iters;
   uint64_t seed, jobno;
   unsigned types, colls; /* bit masks */
   long pass, fail;
@@ -69,26 +78,32 @@ static struct {
 
 typedef struct {
   int coll, dt, op, root, inplace, mem;
-  size_t count; /* elements, NCCL meaning (per rank for AG/RS) */
-  data_spec_t d; /* dt, op, nranks and a fresh seed (job_prepare) */
+  size_t count;           /* elements, NCCL meaning (per rank for AG/RS) */
+  data_spec_t d;          /* dt, op, nranks and a fresh seed (job_prepare) */
   unsigned char *rb, *sb; /* payloads (guards around), sb NULL if in place */
   size_t rbytes, sbytes;
   void *send, *recv;
   int ok;
 } job_t;
 
-/* ---- jobs ------------------------------------------------------------------ */
+/* ---- jobs ------------------------------------------------------------------
+ */
 
-static void fail_job(job_t *j, const char *what, size_t idx, const char *es, const char *gs) {
+static void fail_job(job_t *j, const char *what, size_t idx, const char *es,
+                     const char *gs) {
   char op[32];
   j->ok = 0;
   if (X.printed++ >= MAX_PRINT) return;
-  if (j->coll == C_BC) snprintf(op, sizeof op, "root=%d", j->root);
-  else snprintf(op, sizeof op, "op=%s", j->coll == C_AG ? "-" : data_op_name[j->op]);
-  printf("coll_check FAIL: coll=%s dtype=%s %s inplace=%d count=%zu%s: %s index=%zu "
+  if (j->coll == C_BC)
+    snprintf(op, sizeof op, "root=%d", j->root);
+  else
+    snprintf(op, sizeof op, "op=%s",
+             j->coll == C_AG ? "-" : data_op_name[j->op]);
+  printf("coll_check FAIL: coll=%s dtype=%s %s inplace=%d count=%zu%s: %s "
+         "index=%zu "
          "expected=%s got=%s\n",
-         coll_name[j->coll], j->coll == C_BAR ? "-" : dt_name[j->dt], op, j->inplace, j->count,
-         j->mem ? " mem=1" : "", what, idx, es, gs);
+         coll_name[j->coll], j->coll == C_BAR ? "-" : data_dt_name[j->dt], op,
+         j->inplace, j->count, j->mem ? " mem=1" : "", what, idx, es, gs);
 }
 
 static unsigned char *galloc(job_t *j, size_t bytes) {
@@ -116,32 +131,41 @@ static void gfree(job_t *j, unsigned char *p, size_t bytes, const char *name) {
     int before = p[-1 - (long)k] != 0xA5;
     if (before || p[bytes + k] != 0xA5) {
       char what[80], got[8];
-      snprintf(what, sizeof what, "guard %s %s overwritten, byte", before ? "before" : "after",
-               name);
-      snprintf(got, sizeof got, "0x%02x", before ? p[-1 - (long)k] : p[bytes + k]);
+      snprintf(what, sizeof what, "guard %s %s overwritten, byte",
+               before ? "before" : "after", name);
+      snprintf(got, sizeof got, "0x%02x",
+               before ? p[-1 - (long)k] : p[bytes + k]);
       fail_job(j, what, before ? k : bytes + k, "0xa5", got);
       break;
     }
   }
-  if (j->mem) sharc_mem_free(p - GUARD);
-  else free(p - GUARD);
+  if (j->mem)
+    sharc_mem_free(p - GUARD);
+  else
+    free(p - GUARD);
 }
 
 static void fill(job_t *j, unsigned char *p, int r, size_t n) {
-  size_t sz = dt_size[j->dt];
-  for (size_t g = 0; g < n; g++) data_put(&j->d, p + g * sz, data_gen(&j->d, r, g));
+  size_t sz = data_dt_size[j->dt];
+  for (size_t g = 0; g < n; g++)
+    data_put(&j->d, p + g * sz, data_gen(&j->d, r, g));
 }
 
-/* Allocates and fills the buffers of j (NCCL in-place layouts). 0 on failure. */
+/* Allocates and fills the buffers of j (NCCL in-place layouts). 0 on failure.
+ */
 static int job_prepare(job_t *j) {
-  size_t c = j->count, sz = dt_size[j->dt], n = (size_t)X.n, r = (size_t)X.rank;
+  size_t c = j->count, sz = data_dt_size[j->dt], n = (size_t)X.n,
+         r = (size_t)X.rank;
   size_t rel = 0, sel = 0; /* elements of the recv / send allocations */
   j->ok = 1;
   j->d = (data_spec_t){j->dt, j->op, X.n, X.seed * 1000003u + ++X.jobno};
   if (j->coll == C_BAR) return 1;
-  if (j->coll == C_AG) rel = n * c, sel = c;
-  else if (j->coll == C_RS) rel = j->inplace ? n * c : c, sel = n * c;
-  else rel = sel = c;
+  if (j->coll == C_AG)
+    rel = n * c, sel = c;
+  else if (j->coll == C_RS)
+    rel = j->inplace ? n * c : c, sel = n * c;
+  else
+    rel = sel = c;
   j->rbytes = rel * sz;
   if (!(j->rb = galloc(j, j->rbytes))) return 0;
   if (!j->inplace) {
@@ -154,8 +178,10 @@ static int job_prepare(job_t *j) {
   if (j->coll == C_AG && j->inplace) j->send = in = j->rb + r * c * sz;
   if (j->coll == C_RS && j->inplace) j->recv = j->rb + r * c * sz;
   if (j->coll == C_BC) {
-    if (X.rank == j->root) fill(j, in, j->root, c);
-    else if (!j->inplace && c == 7) j->send = NULL; /* allowed off the root */
+    if (X.rank == j->root)
+      fill(j, in, j->root, c);
+    else if (!j->inplace && c == 7)
+      j->send = NULL; /* allowed off the root */
   } else {
     fill(j, in, X.rank, sel);
   }
@@ -164,26 +190,38 @@ static int job_prepare(job_t *j) {
 
 static sharc_status_t job_launch(job_t *j, sharc_stream_t s) {
   switch (j->coll) {
-  case C_AG: return sharc_all_gather(j->send, j->recv, j->count, j->dt, X.comm, s);
-  case C_RS: return sharc_reduce_scatter(j->send, j->recv, j->count, j->dt, j->op, X.comm, s);
-  case C_AR: return sharc_all_reduce(j->send, j->recv, j->count, j->dt, j->op, X.comm, s);
-  case C_BC: return sharc_broadcast(j->send, j->recv, j->count, j->dt, j->root, X.comm, s);
+  case C_AG:
+    return sharc_all_gather(j->send, j->recv, j->count, j->dt, X.comm, s);
+  case C_RS:
+    return sharc_reduce_scatter(j->send, j->recv, j->count, j->dt, j->op,
+                                X.comm, s);
+  case C_AR:
+    return sharc_all_reduce(j->send, j->recv, j->count, j->dt, j->op, X.comm,
+                            s);
+  case C_BC:
+    return sharc_broadcast(j->send, j->recv, j->count, j->dt, j->root, X.comm,
+                           s);
   default: return sharc_barrier(X.comm, s);
   }
 }
 
 /* Checks results, guards and the send buffer; frees; counts the job. */
 static void job_verify(job_t *j) {
-  size_t c = j->count, sz = dt_size[j->dt], n = (size_t)X.n, bad = 0, first = 0;
+  size_t c = j->count, sz = data_dt_size[j->dt], n = (size_t)X.n, bad = 0,
+         first = 0;
   char es[64], gs[64], fes[64] = "", fgs[64] = "";
   const unsigned char *out = j->recv;
   size_t nout = j->coll == C_AG ? n * c : j->coll == C_BAR ? 0 : c;
-  if (!j->rb && j->coll != C_BAR) nout = 0; /* allocation failed, already counted */
+  if (!j->rb && j->coll != C_BAR)
+    nout = 0; /* allocation failed, already counted */
   for (size_t k = 0; k < nout; k++) {
     data_val_t e;
-    if (j->coll == C_AG) e = data_gen(&j->d, (int)(k / c), k % c);
-    else if (j->coll == C_BC) e = data_gen(&j->d, j->root, k);
-    else e = data_reference(&j->d, j->coll == C_RS ? (size_t)X.rank * c + k : k);
+    if (j->coll == C_AG)
+      e = data_gen(&j->d, (int)(k / c), k % c);
+    else if (j->coll == C_BC)
+      e = data_gen(&j->d, j->root, k);
+    else
+      e = data_reference(&j->d, j->coll == C_RS ? (size_t)X.rank * c + k : k);
     if (!data_matches(&j->d, out + k * sz, e, es, gs) && bad++ == 0) {
       first = k;
       strcpy(fes, es), strcpy(fgs, gs);
@@ -209,12 +247,15 @@ static void job_verify(job_t *j) {
   gfree(j, j->rb, j->rbytes, "recvbuf");
   gfree(j, j->sb, j->sbytes, "sendbuf");
   j->rb = j->sb = NULL;
-  if (j->ok) X.pass++;
-  else X.fail++;
+  if (j->ok)
+    X.pass++;
+  else
+    X.fail++;
 }
 
 static void job_status_fail(job_t *j, sharc_status_t st) {
-  fail_job(j, sharc_status_name(st), 0, "SHARC_OK", sharc_comm_last_error(X.comm));
+  fail_job(j, sharc_status_name(st), 0, "SHARC_OK",
+           sharc_comm_last_error(X.comm));
   X.dead = 1;
 }
 
@@ -227,9 +268,11 @@ static void run_blocking(job_t *j) {
 }
 
 static int large_ok(int coll, int dt, int opsel, int inplace) {
+  if (X.full) return 1; /* every case at the large count */
   for (size_t k = 0; k < sizeof large_cases / sizeof *large_cases; k++)
-    if (large_cases[k].coll == coll && large_cases[k].dt == dt && large_cases[k].op == opsel &&
-        large_cases[k].inplace == inplace && (!X.quick || large_cases[k].quick))
+    if (large_cases[k].coll == coll && large_cases[k].dt == dt &&
+        large_cases[k].op == opsel && large_cases[k].inplace == inplace &&
+        (!X.quick || large_cases[k].quick))
       return 1;
   return 0;
 }
@@ -247,15 +290,17 @@ static void sweep(void) {
     for (int dt = 0; dt < SHARC_DTYPE_COUNT; dt++) {
       if (!(X.types & (1u << dt))) continue;
       for (int sel = 0; sel < nsel; sel++) {
-        if (coll == C_BC && ((sel == 1 && roots[1] == 0) ||
-                             (sel == 2 && (roots[2] == 0 || roots[2] == roots[1]))))
+        if (coll == C_BC &&
+            ((sel == 1 && roots[1] == 0) ||
+             (sel == 2 && (roots[2] == 0 || roots[2] == roots[1]))))
           continue; /* duplicate root on small communicators */
         for (int ip = 0; ip < 2; ip++) {
           for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
-            int opsel = coll == C_AG ? OP_COPY : sel;
+            int opsel = coll == C_AG ? DATA_OP_COPY : sel;
             if (counts[ci] == LARGE && !large_ok(coll, dt, opsel, ip)) continue;
-            job_t j = {.coll = coll, .dt = dt, .inplace = ip, .count = counts[ci]};
-            j.op = coll == C_AG || coll == C_BC ? OP_COPY : sel;
+            job_t j = {
+                .coll = coll, .dt = dt, .inplace = ip, .count = counts[ci]};
+            j.op = coll == C_AG || coll == C_BC ? DATA_OP_COPY : sel;
             j.root = coll == C_BC ? roots[sel] : 0;
             run_blocking(&j);
             if (X.dead) return;
@@ -266,18 +311,19 @@ static void sweep(void) {
   }
 }
 
-/* ---- streams, events, sharc_mem_alloc, split ---------------------------- */
+/* ---- checks, streams, events, sharc_mem_alloc ---------------------------- */
 
-static void check(int cond, const char *what, long a, long b) {
+void cc_check(int cond, const char *what, long a, long b) {
   if (cond) {
     X.pass++;
     return;
   }
   X.fail++;
-  if (X.printed++ < MAX_PRINT) printf("coll_check FAIL: %s (expected %ld, got %ld)\n", what, a, b);
+  if (X.printed++ < MAX_PRINT)
+    printf("coll_check FAIL: %s (expected %ld, got %ld)\n", what, a, b);
 }
 
-static void check_st(sharc_status_t st, const char *what) {
+void cc_check_st(sharc_status_t st, sharc_comm_t comm, const char *what) {
   if (st == SHARC_OK) {
     X.pass++;
     return;
@@ -285,59 +331,104 @@ static void check_st(sharc_status_t st, const char *what) {
   X.fail++;
   if (X.printed++ < MAX_PRINT)
     printf("coll_check FAIL: %s returned %s: %s\n", what, sharc_status_name(st),
-           sharc_comm_last_error(X.comm));
+           sharc_comm_last_error(comm));
 }
 
 static void run_stream(void) {
   int last = X.n - 1;
   job_t jobs[] = {
       {.coll = C_AR, .dt = SHARC_F32, .op = SHARC_SUM, .count = 1000},
-      {.coll = C_AG, .dt = SHARC_I32, .op = OP_COPY, .inplace = 1, .count = 7},
-      {.coll = C_BC, .dt = SHARC_F64, .op = OP_COPY, .root = last, .count = 1000},
-      {.coll = C_RS, .dt = SHARC_BF16, .op = SHARC_AVG, .inplace = 1, .count = 1000},
+      {.coll = C_AG,
+       .dt = SHARC_I32,
+       .op = DATA_OP_COPY,
+       .inplace = 1,
+       .count = 7},
+      {.coll = C_BC,
+       .dt = SHARC_F64,
+       .op = DATA_OP_COPY,
+       .root = last,
+       .count = 1000},
+      {.coll = C_RS,
+       .dt = SHARC_BF16,
+       .op = SHARC_AVG,
+       .inplace = 1,
+       .count = 1000},
       {.coll = C_BAR},
-      {.coll = C_AR, .dt = SHARC_U8, .op = SHARC_MAX, .inplace = 1, .count = 262147},
+      {.coll = C_AR,
+       .dt = SHARC_U8,
+       .op = SHARC_MAX,
+       .inplace = 1,
+       .count = 262147},
       {.coll = C_AR, .dt = SHARC_I64, .op = SHARC_SUM, .count = 1},
-      {.coll = C_AG, .dt = SHARC_F16, .op = OP_COPY, .count = 0},
+      {.coll = C_AG, .dt = SHARC_F16, .op = DATA_OP_COPY, .count = 0},
   };
   size_t nj = sizeof jobs / sizeof *jobs, k;
   sharc_stream_t s = NULL;
   sharc_event_t ev = NULL;
   sharc_status_t st;
   int done = -1;
-  check_st(st = sharc_stream_create(&s), "sharc_stream_create");
+  cc_check_st(st = sharc_stream_create(&s), X.comm, "sharc_stream_create");
   if (st != SHARC_OK) return;
-  check_st(st = sharc_event_create(&ev), "sharc_event_create");
+  cc_check_st(st = sharc_event_create(&ev), X.comm, "sharc_event_create");
   for (k = 0; k < nj && st == SHARC_OK; k++)
     if (job_prepare(&jobs[k]) && (st = job_launch(&jobs[k], s)) != SHARC_OK)
       job_status_fail(&jobs[k], st);
   if (ev && st == SHARC_OK) {
-    check_st(sharc_event_record(ev, s), "sharc_event_record");
-    check_st(sharc_event_query(ev, &done), "sharc_event_query");
-    check_st(st = sharc_event_synchronize(ev), "sharc_event_synchronize");
+    cc_check_st(sharc_event_record(ev, s), X.comm, "sharc_event_record");
+    cc_check_st(sharc_event_query(ev, &done), X.comm, "sharc_event_query");
+    cc_check_st(st = sharc_event_synchronize(ev), X.comm,
+                "sharc_event_synchronize");
     done = -1;
-    check_st(sharc_event_query(ev, &done), "sharc_event_query after synchronize");
-    check(done == 1, "event done after sharc_event_synchronize", 1, done);
-    check_st(sharc_stream_synchronize(s), "sharc_stream_synchronize");
+    cc_check_st(sharc_event_query(ev, &done), X.comm,
+                "sharc_event_query after synchronize");
+    cc_check(done == 1, "event done after sharc_event_synchronize", 1, done);
+    cc_check_st(sharc_stream_synchronize(s), X.comm,
+                "sharc_stream_synchronize");
     if (st != SHARC_OK) X.dead = 1;
   } else {
-    sharc_stream_synchronize(s); /* buffers stay valid until the queue drained */
+    sharc_stream_synchronize(
+        s); /* buffers stay valid until the queue drained */
   }
-  for (k = 0; k < nj; k++) job_verify(&jobs[k]);
-  check_st(sharc_event_destroy(ev), "sharc_event_destroy");
-  check_st(sharc_stream_destroy(s), "sharc_stream_destroy");
+  for (k = 0; k < nj; k++)
+    job_verify(&jobs[k]);
+  cc_check_st(sharc_event_destroy(ev), X.comm, "sharc_event_destroy");
+  cc_check_st(sharc_stream_destroy(s), X.comm, "sharc_stream_destroy");
 }
 
 static void run_mem(void) {
   job_t jobs[] = {
-      {.coll = C_AG, .dt = SHARC_F32, .op = OP_COPY, .inplace = 1, .count = 1000},
-      {.coll = C_AG, .dt = SHARC_F32, .op = OP_COPY, .inplace = 1, .count = 262147},
-      {.coll = C_AG, .dt = SHARC_U8, .op = OP_COPY, .count = 1001},
-      {.coll = C_AR, .dt = SHARC_F32, .op = SHARC_SUM, .inplace = 1, .count = 1000},
-      {.coll = C_AR, .dt = SHARC_F32, .op = SHARC_SUM, .inplace = 1, .count = 262147},
+      {.coll = C_AG,
+       .dt = SHARC_F32,
+       .op = DATA_OP_COPY,
+       .inplace = 1,
+       .count = 1000},
+      {.coll = C_AG,
+       .dt = SHARC_F32,
+       .op = DATA_OP_COPY,
+       .inplace = 1,
+       .count = 262147},
+      {.coll = C_AG, .dt = SHARC_U8, .op = DATA_OP_COPY, .count = 1001},
+      {.coll = C_AR,
+       .dt = SHARC_F32,
+       .op = SHARC_SUM,
+       .inplace = 1,
+       .count = 1000},
+      {.coll = C_AR,
+       .dt = SHARC_F32,
+       .op = SHARC_SUM,
+       .inplace = 1,
+       .count = 262147},
       {.coll = C_AR, .dt = SHARC_F64, .op = SHARC_SUM, .count = 1000},
-      {.coll = C_RS, .dt = SHARC_I32, .op = SHARC_SUM, .inplace = 1, .count = 1000},
-      {.coll = C_BC, .dt = SHARC_U8, .op = OP_COPY, .root = X.n - 1, .count = 1000},
+      {.coll = C_RS,
+       .dt = SHARC_I32,
+       .op = SHARC_SUM,
+       .inplace = 1,
+       .count = 1000},
+      {.coll = C_BC,
+       .dt = SHARC_U8,
+       .op = DATA_OP_COPY,
+       .root = X.n - 1,
+       .count = 1000},
   };
   for (size_t k = 0; k < sizeof jobs / sizeof *jobs && !X.dead; k++) {
     jobs[k].mem = 1;
@@ -345,80 +436,18 @@ static void run_mem(void) {
   }
 }
 
-/* All-reduce (i64 sum, 1000 elements) of rank*1000 + i on sub; checks the
- * sum over the members `in` of the parent. */
-static void sub_all_reduce(sharc_comm_t sub, int (*in)(int q), const char *what) {
-  enum { CNT = 1000 };
-  int64_t *buf = malloc(CNT * sizeof *buf), want0 = 0;
-  if (!buf) return;
-  for (int i = 0; i < CNT; i++) buf[i] = (int64_t)X.rank * 1000 + i;
-  sharc_status_t st = sharc_all_reduce(buf, buf, CNT, SHARC_I64, SHARC_SUM, sub, NULL);
-  check_st(st, what);
-  int members = 0;
-  for (int q = 0; q < X.n; q++)
-    if (in(q)) want0 += (int64_t)q * 1000, members++;
-  int bad = 0;
-  for (int i = 0; i < CNT && st == SHARC_OK; i++)
-    if (buf[i] != want0 + (int64_t)members * i && bad++ == 0)
-      check(0, what, (long)(want0 + (int64_t)members * i), (long)buf[i]);
-  if (st == SHARC_OK && !bad) X.pass++;
-  free(buf);
-}
+/* ---- main -------------------------------------------------------------------
+ */
 
-static int same_parity(int q) { return q % 2 == X.rank % 2; }
-static int not_last(int q) { return q != X.n - 1; }
-
-static void run_split(void) {
-  sharc_comm_t sub = NULL;
-  int size = -1, rank = -1, want_size = 0, want_rank = 0;
-  sharc_status_t st = sharc_comm_split(X.comm, X.rank % 2, -X.rank, &sub);
-  check_st(st, "sharc_comm_split(color rank%2, key -rank)");
-  if (st != SHARC_OK) {
-    X.dead = 1;
-    return;
-  }
-  for (int q = 0; q < X.n; q++)
-    if (same_parity(q)) want_size++, want_rank += q > X.rank; /* key -rank: reversed */
-  check(sub != NULL, "split: communicator returned", 1, sub != NULL);
-  if (sub) {
-    check_st(sharc_comm_size(sub, &size), "split: sharc_comm_size");
-    check_st(sharc_comm_rank(sub, &rank), "split: sharc_comm_rank");
-    check(size == want_size, "split: size of the parity group", want_size, size);
-    check(rank == want_rank, "split: rank ordered by key -rank", want_rank, rank);
-    sub_all_reduce(sub, same_parity, "split: all_reduce on the parity group");
-    check_st(sharc_comm_destroy(sub), "split: sharc_comm_destroy");
-  }
-  sub = NULL;
-  int color = X.rank == X.n - 1 ? SHARC_SPLIT_NOCOLOR : 0;
-  st = sharc_comm_split(X.comm, color, X.rank, &sub);
-  check_st(st, "sharc_comm_split(last rank SHARC_SPLIT_NOCOLOR)");
-  if (st != SHARC_OK) {
-    X.dead = 1;
-    return;
-  }
-  if (color == SHARC_SPLIT_NOCOLOR) {
-    check(sub == NULL, "split: SHARC_SPLIT_NOCOLOR gives NULL", 0, sub != NULL);
-    sharc_comm_destroy(sub);
-    return;
-  }
-  check(sub != NULL, "split: communicator returned", 1, sub != NULL);
-  if (!sub) return;
-  check_st(sharc_comm_size(sub, &size), "split: sharc_comm_size");
-  check_st(sharc_comm_rank(sub, &rank), "split: sharc_comm_rank");
-  check(size == X.n - 1, "split: size without the last rank", X.n - 1, size);
-  check(rank == X.rank, "split: rank ordered by key rank", X.rank, rank);
-  sub_all_reduce(sub, not_last, "split: all_reduce without the last rank");
-  check_st(sharc_comm_destroy(sub), "split: sharc_comm_destroy");
-}
-
-/* ---- main ------------------------------------------------------------------- */
-
-static unsigned parse_list(const char *s, const char *const *names, int n, const char *opt) {
+static unsigned parse_list(const char *s, const char *const *names, int n,
+                           const char *opt) {
   unsigned mask = 0;
   char *dup = strdup(s), *save = NULL;
   for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int k = 0;
-    while (k < n && strcmp(t, names[k]) && (opt[0] != 'c' || strcmp(t, coll_name[k]))) k++;
+    while (k < n && strcmp(t, names[k]) &&
+           (opt[0] != 'c' || strcmp(t, coll_name[k])))
+      k++;
     if (k == n) {
       fprintf(stderr, "coll_check: unknown %s entry '%s'\n", opt, t);
       free(dup);
@@ -431,9 +460,11 @@ static unsigned parse_list(const char *s, const char *const *names, int n, const
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: sharcrun -n N coll_check [--quick] [--types f32,f64,f16,bf16,i8,u8,"
-                  "i32,u32,i64,u64] [--colls ag,rs,ar,bc,barrier,stream,mem,split] "
-                  "[--iters K] [--seed S]\n");
+  fprintf(stderr,
+          "usage: sharcrun -n N coll_check [--quick] [--types "
+          "f32,f64,f16,bf16,i8,u8,"
+          "i32,u32,i64,u64] [--colls ag,rs,ar,bc,barrier,stream,mem,split] "
+          "[--iters K] [--seed S]\n");
   exit(2);
 }
 
@@ -444,32 +475,44 @@ int main(int argc, char **argv) {
   X.seed = 20240601;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--quick")) X.quick = 1;
-    else if (!strcmp(a, "--types") && v) X.types = parse_list(v, dt_name, SHARC_DTYPE_COUNT, "dtype"), i++;
-    else if (!strcmp(a, "--colls") && v) X.colls = parse_list(v, coll_short, C_N, "coll"), i++;
-    else if (!strcmp(a, "--iters") && v) X.iters = atoi(v), i++;
-    else if (!strcmp(a, "--seed") && v) X.seed = strtoull(v, NULL, 0), i++;
-    else usage();
+    if (!strcmp(a, "--quick"))
+      X.quick = 1;
+    else if (!strcmp(a, "--full"))
+      X.full = 1;
+    else if (!strcmp(a, "--types") && v)
+      X.types = parse_list(v, data_dt_name, SHARC_DTYPE_COUNT, "dtype"), i++;
+    else if (!strcmp(a, "--colls") && v)
+      X.colls = parse_list(v, coll_short, C_N, "coll"), i++;
+    else if (!strcmp(a, "--iters") && v)
+      X.iters = atoi(v), i++;
+    else if (!strcmp(a, "--seed") && v)
+      X.seed = strtoull(v, NULL, 0), i++;
+    else
+      usage();
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   sharc_status_t st = sharc_comm_init_env(&X.comm);
   if (st != SHARC_OK) {
-    printf("coll_check: sharc_comm_init_env: %s: %s\n", sharc_status_name(st), sharc_last_error());
+    printf("coll_check: sharc_comm_init_env: %s: %s\n", sharc_status_name(st),
+           sharc_last_error());
     return 2;
   }
   int lr = -1, ls = -1, nh = -1;
-  check_st(sharc_comm_rank(X.comm, &X.rank), "sharc_comm_rank");
-  check_st(sharc_comm_size(X.comm, &X.n), "sharc_comm_size");
+  cc_check_st(sharc_comm_rank(X.comm, &X.rank), X.comm, "sharc_comm_rank");
+  cc_check_st(sharc_comm_size(X.comm, &X.n), X.comm, "sharc_comm_size");
   const char *er = getenv("SHARC_RANK"), *en = getenv("SHARC_WORLD_SIZE");
   if (er && en) {
-    check(X.rank == atoi(er), "rank equals SHARC_RANK", atoi(er), X.rank);
-    check(X.n == atoi(en), "size equals SHARC_WORLD_SIZE", atoi(en), X.n);
+    cc_check(X.rank == atoi(er), "rank equals SHARC_RANK", atoi(er), X.rank);
+    cc_check(X.n == atoi(en), "size equals SHARC_WORLD_SIZE", atoi(en), X.n);
   }
-  check_st(sharc_comm_local_rank(X.comm, &lr), "sharc_comm_local_rank");
-  check_st(sharc_comm_local_size(X.comm, &ls), "sharc_comm_local_size");
-  check_st(sharc_comm_nhosts(X.comm, &nh), "sharc_comm_nhosts");
-  check(ls >= 1 && ls <= X.n && lr >= 0 && lr < ls, "0 <= local_rank < local_size <= size", ls, lr);
-  check(nh >= 1 && nh <= X.n, "1 <= nhosts <= size", 1, nh);
+  cc_check_st(sharc_comm_local_rank(X.comm, &lr), X.comm,
+              "sharc_comm_local_rank");
+  cc_check_st(sharc_comm_local_size(X.comm, &ls), X.comm,
+              "sharc_comm_local_size");
+  cc_check_st(sharc_comm_nhosts(X.comm, &nh), X.comm, "sharc_comm_nhosts");
+  cc_check(ls >= 1 && ls <= X.n && lr >= 0 && lr < ls,
+           "0 <= local_rank < local_size <= size", ls, lr);
+  cc_check(nh >= 1 && nh <= X.n, "1 <= nhosts <= size", 1, nh);
   if (X.n < 1) X.n = 1, X.dead = 1;
 
   for (int it = 0; it < X.iters && !X.dead; it++) {
@@ -477,28 +520,37 @@ int main(int argc, char **argv) {
     sweep();
     if (!X.dead && (X.colls & (1u << C_STREAM))) run_stream();
     if (!X.dead && (X.colls & (1u << C_MEM))) run_mem();
-    if (!X.dead && (X.colls & (1u << C_SPLIT))) run_split();
+    if (!X.dead && (X.colls & (1u << C_SPLIT)) &&
+        split_check(X.comm, X.rank, X.n) != 0)
+      X.dead = 1;
   }
 
   int rc = X.fail ? 1 : 0;
   if (X.dead) { /* no further collective can be trusted: report locally */
-    printf("coll_check: rank %d stopped after a failed collective: %ld passed, %ld failed\n",
+    printf("coll_check: rank %d stopped after a failed collective: %ld passed, "
+           "%ld failed\n",
            X.rank, X.pass, X.fail);
     sharc_comm_abort(X.comm);
     return 1;
   }
   int64_t tot[2] = {X.pass, X.fail};
-  if (X.fail) printf("coll_check: rank %d: %ld passed, %ld failed\n", X.rank, X.pass, X.fail);
+  if (X.fail)
+    printf("coll_check: rank %d: %ld passed, %ld failed\n", X.rank, X.pass,
+           X.fail);
   st = sharc_all_reduce(tot, tot, 2, SHARC_I64, SHARC_SUM, X.comm, NULL);
   if (st != SHARC_OK) {
-    printf("coll_check: summary all_reduce failed: %s: %s; rank %d: %ld passed, %ld failed\n",
-           sharc_status_name(st), sharc_comm_last_error(X.comm), X.rank, X.pass, X.fail + 1);
+    printf("coll_check: summary all_reduce failed: %s: %s; rank %d: %ld "
+           "passed, %ld failed\n",
+           sharc_status_name(st), sharc_comm_last_error(X.comm), X.rank, X.pass,
+           X.fail + 1);
     sharc_comm_abort(X.comm);
     return 1;
   }
   if (X.rank == 0)
-    printf("coll_check: %lld passed, %lld failed (checks summed over %d ranks%s)\n",
-           (long long)tot[0], (long long)tot[1], X.n, X.quick ? ", --quick" : "");
+    printf("coll_check: %lld passed, %lld failed (checks summed over %d "
+           "ranks%s)\n",
+           (long long)tot[0], (long long)tot[1], X.n,
+           X.quick ? ", --quick" : "");
   if (tot[1]) rc = 1;
   st = sharc_comm_destroy(X.comm);
   if (st != SHARC_OK) {

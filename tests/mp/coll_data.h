@@ -12,11 +12,14 @@
 
 #include "sharc.h"
 
-#define DATA_OP_COPY SHARC_OP_COUNT /* pseudo-op: data movement, raw random bits */
+#define DATA_OP_COPY                                                           \
+  SHARC_OP_COUNT /* pseudo-op: data movement, raw random bits */
 
-extern const char *const data_dt_name[SHARC_DTYPE_COUNT]; /* "f32", "bf16", ... */
-extern const size_t data_dt_size[SHARC_DTYPE_COUNT];      /* bytes */
-extern const char *const data_op_name[SHARC_OP_COUNT + 1]; /* "sum" ... "copy" */
+extern const char
+    *const data_dt_name[SHARC_DTYPE_COUNT];          /* "f32", "bf16", ... */
+extern const size_t data_dt_size[SHARC_DTYPE_COUNT]; /* bytes */
+extern const char
+    *const data_op_name[SHARC_OP_COUNT + 1]; /* "sum" ... "copy" */
 
 typedef struct {
   int dt, op;    /* sharc_dtype_t; sharc_op_t or DATA_OP_COPY */
@@ -39,7 +42,8 @@ data_val_t data_reference(const data_spec_t *s, size_t g);
 /* 1 if the element at p matches e (integers and COPY bit-exact, MIN/MAX
  * exact, other float ops within a dtype- and nranks-based tolerance); else 0
  * with both values written as text into es and gs (64 bytes each). */
-int data_matches(const data_spec_t *s, const void *p, data_val_t e, char *es, char *gs);
+int data_matches(const data_spec_t *s, const void *p, data_val_t e, char *es,
+                 char *gs);
 
 /* IEEE binary16 and bfloat16 conversions, round to nearest even. */
 uint16_t data_f32_to_f16(float f);

@@ -26,7 +26,8 @@ int main(int argc, char **argv) {
   double secs = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
   if (st != SHARC_OK) {
     const char *msg = sharc_last_error();
-    printf("init_only: init failed: %s: %s\n", sharc_status_name(st), msg ? msg : "(null)");
+    printf("init_only: init failed: %s: %s\n", sharc_status_name(st),
+           msg ? msg : "(null)");
     printf("init_only: init returned after %.2f s\n", secs);
     return 2;
   }
@@ -37,8 +38,8 @@ int main(int argc, char **argv) {
     long long v = rank + 1;
     st = sharc_all_reduce(&v, &v, 1, SHARC_I64, SHARC_SUM, comm, NULL);
     if (st != SHARC_OK || v != (long long)n * (n + 1) / 2) {
-      printf("init_only: all_reduce: %s, sum %lld (expected %lld)\n", sharc_status_name(st), v,
-             (long long)n * (n + 1) / 2);
+      printf("init_only: all_reduce: %s, sum %lld (expected %lld)\n",
+             sharc_status_name(st), v, (long long)n * (n + 1) / 2);
       rc = 1;
     }
   }

@@ -49,10 +49,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   int k = atoi(argv[1]);
-  double delay = argc > 2 ? atof(argv[2]) : 0.5, linger = argc > 3 ? atof(argv[3]) : 1.0;
+  double delay = argc > 2 ? atof(argv[2]) : 0.5,
+         linger = argc > 3 ? atof(argv[3]) : 1.0;
   sharc_status_t st = sharc_comm_init_env(&comm);
   if (st != SHARC_OK) {
-    printf("kill_rank: sharc_comm_init_env: %s: %s\n", sharc_status_name(st), sharc_last_error());
+    printf("kill_rank: sharc_comm_init_env: %s: %s\n", sharc_status_name(st),
+           sharc_last_error());
     return 2;
   }
   sharc_comm_rank(comm, &rank);
@@ -64,13 +66,15 @@ int main(int argc, char **argv) {
   }
   float *in = malloc(COUNT * sizeof *in), *out = malloc(COUNT * sizeof *out);
   if (!in || !out) return 2;
-  for (unsigned i = 0; i < COUNT; i++) in[i] = 1.0f;
+  for (unsigned i = 0; i < COUNT; i++)
+    in[i] = 1.0f;
 
   long iters = 0;
   double t0 = now_s();
   for (;;) {
     if (rank == k && now_s() - t0 >= delay) {
-      printf("kill_rank: rank %d raising SIGKILL after %ld all-reduces\n", rank, iters);
+      printf("kill_rank: rank %d raising SIGKILL after %ld all-reduces\n", rank,
+             iters);
       fflush(stdout);
       raise(SIGKILL);
     }
@@ -78,22 +82,27 @@ int main(int argc, char **argv) {
     st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
     if (st != SHARC_OK) break;
     if (out[0] != (float)n || out[COUNT - 1] != (float)n) {
-      printf("kill_rank: rank %d: wrong sum %g (expected %d)\n", rank, out[0], n);
+      printf("kill_rank: rank %d: wrong sum %g (expected %d)\n", rank, out[0],
+             n);
       return 5;
     }
     iters++;
   }
   const char *msg = sharc_comm_last_error(comm);
   int good = st == SHARC_ERR_PEER_LOST && msg && names_rank(msg, k);
-  printf("kill_rank: survivor %d status %s after %ld all-reduces (%.2f s): %s\n", rank,
-         sharc_status_name(st), iters, now_s() - t0, msg ? msg : "(null)");
+  printf(
+      "kill_rank: survivor %d status %s after %ld all-reduces (%.2f s): %s\n",
+      rank, sharc_status_name(st), iters, now_s() - t0, msg ? msg : "(null)");
   if (!good)
-    printf("kill_rank: survivor %d: unexpected; wanted SHARC_ERR_PEER_LOST naming rank %d\n",
+    printf("kill_rank: survivor %d: unexpected; wanted SHARC_ERR_PEER_LOST "
+           "naming rank %d\n",
            rank, k);
   /* Later calls on the broken communicator must fail too, not hang. */
   st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
   if (st == SHARC_OK) {
-    printf("kill_rank: survivor %d: all_reduce succeeded on a broken communicator\n", rank);
+    printf("kill_rank: survivor %d: all_reduce succeeded on a broken "
+           "communicator\n",
+           rank);
     good = 0;
   }
   struct timespec ts = {(time_t)linger, (long)((linger - (long)linger) * 1e9)};

@@ -31,19 +31,22 @@ int main(int argc, char **argv) {
   }
   sharc_status_t st = sharc_comm_init_env(&comm);
   if (st != SHARC_OK) {
-    printf("stray_conn: init failed: %s: %s\n", sharc_status_name(st), sharc_last_error());
+    printf("stray_conn: init failed: %s: %s\n", sharc_status_name(st),
+           sharc_last_error());
     return 2;
   }
   sharc_comm_rank(comm, &rank);
   sharc_comm_size(comm, &n);
   int32_t v[CNT];
-  for (int i = 0; i < CNT; i++) v[i] = rank + 1 + i;
+  for (int i = 0; i < CNT; i++)
+    v[i] = rank + 1 + i;
   st = sharc_all_reduce(v, v, CNT, SHARC_I32, SHARC_SUM, comm, NULL);
-  for (int i = 0; st == SHARC_OK && i < CNT; i++) bad += v[i] != n * (n + 1) / 2 + n * i;
+  for (int i = 0; st == SHARC_OK && i < CNT; i++)
+    bad += v[i] != n * (n + 1) / 2 + n * i;
   if (st == SHARC_OK) st = sharc_barrier(comm, NULL);
   if (st != SHARC_OK || bad) {
-    printf("stray_conn: rank %d: %s, %d wrong elements: %s\n", rank, sharc_status_name(st), bad,
-           sharc_comm_last_error(comm));
+    printf("stray_conn: rank %d: %s, %d wrong elements: %s\n", rank,
+           sharc_status_name(st), bad, sharc_comm_last_error(comm));
     sharc_comm_abort(comm);
     return 1;
   }

@@ -26,7 +26,7 @@ static const char *const coll_names[C_N] = {"all_gather", "reduce_scatter",
 
 typedef struct {
   size_t minb, maxb, step_factor, step_bytes;
-  int iters, warmup, check, root;
+  int iters, warmup, check, root, reg;
   sharc_dtype_t dtype;
   sharc_op_t op;
   const char *json;
@@ -144,13 +144,14 @@ static void usage(void) {
   fprintf(stderr,
           "usage: sharc-bench <all_gather|reduce_scatter|all_reduce|broadcast|all>\n"
           "  [-b minbytes] [-e maxbytes] [-f factor] [-i stepbytes] [-n iters]\n"
-          "  [-w warmup] [-c 0|1] [-r root] [-J file.json]\n"
+          "  [-w warmup] [-c 0|1] [-r root] [-R 0|1|2] [-J file.json]\n"
+          "  -R: 0 malloc'ed buffers, 1 malloc + sharc_mem_register, 2 sharc_mem_alloc\n"
           "run under a launcher, e.g.: sharcrun -n 4 sharc-bench all_reduce -b 8 -e 64M\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
-  opts_t o = {8, 32 * 1024 * 1024, 2, 0, 20, 5, 1, 0, SHARC_F32, SHARC_SUM, NULL};
+  opts_t o = {8, 32 * 1024 * 1024, 2, 0, 20, 5, 1, 0, 0, SHARC_F32, SHARC_SUM, NULL};
   if (argc < 2) usage();
   int which = -1;
   if (!strcmp(argv[1], "all")) which = C_N;
@@ -169,6 +170,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-c")) o.check = atoi(v);
     else if (!strcmp(a, "-r")) o.root = atoi(v);
     else if (!strcmp(a, "-J")) o.json = v;
+    else if (!strcmp(a, "-R")) o.reg = atoi(v);
     else usage();
   }
   if (o.iters < 1 || o.minb > o.maxb || (o.step_factor < 2 && o.step_bytes == 0)) usage();
@@ -185,8 +187,22 @@ int main(int argc, char **argv) {
     return 2;
   }
   size_t maxbuf = o.maxb + 64 * (size_t)nranks;
+  /* -R 0: plain malloc; 1: malloc + sharc_mem_register; 2: sharc_mem_alloc. */
   void *sbuf = NULL, *rbuf = NULL;
-  if (sharc_mem_alloc(&sbuf, maxbuf) != SHARC_OK || sharc_mem_alloc(&rbuf, maxbuf) != SHARC_OK) {
+  if (o.reg == 2) {
+    if (sharc_mem_alloc(&sbuf, maxbuf) != SHARC_OK) sbuf = NULL;
+    if (sharc_mem_alloc(&rbuf, maxbuf) != SHARC_OK) rbuf = NULL;
+  } else {
+    sbuf = malloc(maxbuf);
+    rbuf = malloc(maxbuf);
+    if (o.reg == 1 && sbuf && rbuf &&
+        (sharc_mem_register(sbuf, maxbuf) != SHARC_OK ||
+         sharc_mem_register(rbuf, maxbuf) != SHARC_OK)) {
+      fprintf(stderr, "sharc-bench: sharc_mem_register: %s\n", sharc_last_error());
+      return 2;
+    }
+  }
+  if (!sbuf || !rbuf) {
     fprintf(stderr, "sharc-bench: cannot allocate 2 x %zu bytes\n", maxbuf);
     return 2;
   }
@@ -207,10 +223,10 @@ int main(int argc, char **argv) {
   sharc_comm_nhosts(comm, &nhosts);
   if (rank == 0) {
     printf("# sharc-bench %s: %d ranks on %d host(s), minBytes %zu maxBytes %zu step: %zu(%s) "
-           "warmup iters: %d iters: %d validation: %d\n",
+           "warmup iters: %d iters: %d validation: %d registration: %d\n",
            sharc_version(), nranks, nhosts, o.minb, o.maxb,
            o.step_bytes ? o.step_bytes : o.step_factor, o.step_bytes ? "bytes" : "factor",
-           o.warmup, o.iters, o.check);
+           o.warmup, o.iters, o.check, o.reg);
   }
   size_t total_wrong = 0;
   double bw_sum = 0;
@@ -272,8 +288,17 @@ int main(int argc, char **argv) {
       fclose(json);
     }
   }
-  sharc_mem_free(sbuf);
-  sharc_mem_free(rbuf);
+  if (o.reg == 2) {
+    sharc_mem_free(sbuf);
+    sharc_mem_free(rbuf);
+  } else {
+    if (o.reg == 1) {
+      sharc_mem_deregister(sbuf);
+      sharc_mem_deregister(rbuf);
+    }
+    free(sbuf);
+    free(rbuf);
+  }
   sharc_comm_destroy(comm);
   return total_wrong ? 1 : 0;
 }

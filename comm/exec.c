@@ -71,7 +71,8 @@ static int begin(op_state_t *st, void *const bufs[3], size_t esize) {
 /* Moves what can be moved for one op now; returns bytes moved (a started
  * header or a finished in-place send count as 1). */
 static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
-                      sharc_dtype_t dtype, sharc_op_t op, size_t slice) {
+                      sharc_dtype_t dtype, sharc_op_t op, size_t slice,
+                      uint8_t **bounce) {
   const sched_op_t *o = st->op;
   transport_conn_t *c = st->conn;
   size_t moved = 0;
@@ -89,7 +90,17 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
     size_t n = SHARC_MIN(st->bytes - st->done, slice);
     n -= n % esize;
     if (n == 0) n = st->bytes - st->done;
-    consume(st, bufs, esize, dtype, op, st->dsrc + st->done, n);
+    if (st->direct == 1) {
+      consume(st, bufs, esize, dtype, op, st->dsrc + st->done, n);
+    } else if (o->kind == SCHED_RECV) { /* fetched by the transport */
+      if (c->tp->recv_copy(c, buf_at(bufs, o->dst_buf, o->dst_off, esize) + st->done,
+                           st->done, n) != SHARC_OK)
+        return moved;
+    } else {
+      if (!*bounce && !(*bounce = malloc(slice))) return moved;
+      if (c->tp->recv_copy(c, *bounce, st->done, n) != SHARC_OK) return moved;
+      consume(st, bufs, esize, dtype, op, *bounce, n);
+    }
     st->done += n;
     if (st->done >= st->bytes) {
       c->tp->recv_done(c);
@@ -177,7 +188,7 @@ static sharc_status_t check_conns(const op_state_t *sts, size_t n) {
 static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
                                 size_t r, op_state_t *sts, void *const bufs[3],
                                 sharc_dtype_t dtype, sharc_op_t op,
-                                size_t esize) {
+                                size_t esize, uint8_t **bounce) {
   size_t first = s->round_start[r], n = s->round_start[r + 1] - first;
   uint64_t deadline = time_ns() + timeout_ns();
   for (size_t i = 0; i < n; i++) {
@@ -221,7 +232,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       if (sts[i].done >= sts[i].wire) continue;
       pending = 1;
       if (blocked_by_earlier(sts, i)) continue;
-      moved += advance(&sts[i], bufs, esize, dtype, op, slice);
+      moved += advance(&sts[i], bufs, esize, dtype, op, slice, bounce);
     }
     if (moved) {
       idle = 0;
@@ -275,8 +286,10 @@ sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
   op_state_t *sts = maxops <= 16 ? stack : malloc(maxops * sizeof *sts);
   if (!sts) return comm_error(comm, SHARC_ERR_NO_MEM, "executor: out of memory");
   sharc_status_t st = SHARC_OK;
+  uint8_t *bounce = NULL; /* staging for reductions of cross-memory reads */
   for (size_t r = 0; r < s->nrounds && st == SHARC_OK; r++)
-    st = run_round(comm, s, r, sts, bufs, dtype, op, esize);
+    st = run_round(comm, s, r, sts, bufs, dtype, op, esize, &bounce);
   if (sts != stack) free(sts);
+  free(bounce);
   return st;
 }

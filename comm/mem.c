@@ -1,7 +1,9 @@
 /*
  * mem.c - sharc_mem_alloc / sharc_mem_free: host memory backed by a
- * memfd, so same-host peers can map it through /proc/<pid>/fd (the registry
- * below remembers each allocation's descriptor; see shm.c).
+ * memfd, so same-host peers can map it through /proc/<pid>/fd; and
+ * sharc_mem_register for memory the caller owns, which peers read with
+ * process_vm_readv. The registry below is what the shm transport consults
+ * to send in place (see shm.c).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@ typedef struct mem_region {
   struct mem_region *next;
   void *ptr;
   size_t bytes;
-  int fd;
+  int fd; /* -1 for registered (caller-owned) memory */
   uint64_t id;
 } mem_region_t;
 
@@ -75,8 +77,59 @@ sharc_status_t sharc_mem_free(void *ptr) {
   if (!r)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "sharc_mem_free: %p was not returned by sharc_mem_alloc", ptr);
+  if (r->fd < 0) {
+    pthread_mutex_lock(&mem_lock); /* registered, not allocated: put back */
+    r->next = mem_regions;
+    mem_regions = r;
+    pthread_mutex_unlock(&mem_lock);
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_mem_free: %p was registered, not allocated; use "
+                   "sharc_mem_deregister", ptr);
+  }
   munmap(r->ptr, r->bytes);
   close(r->fd);
+  free(r);
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
+  if (!ptr || bytes == 0)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_register: %s",
+                   !ptr ? "ptr is NULL" : "bytes is 0");
+  uintptr_t a = (uintptr_t)ptr;
+  if (bytes > UINTPTR_MAX - a)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_mem_register: %zu bytes at %p wrap the address space", bytes, ptr);
+  mem_region_t *r = calloc(1, sizeof *r);
+  if (!r) return err_set(SHARC_ERR_NO_MEM, "sharc_mem_register: out of memory");
+  pthread_mutex_lock(&mem_lock);
+  for (mem_region_t *q = mem_regions; q; q = q->next) {
+    uintptr_t b = (uintptr_t)q->ptr;
+    if (a < b + q->bytes && b < a + bytes) {
+      pthread_mutex_unlock(&mem_lock);
+      free(r);
+      return err_set(SHARC_ERR_INVALID_ARG,
+                     "sharc_mem_register: [%p, +%zu) overlaps the region at %p "
+                     "(%zu bytes) already known to sharc", ptr, bytes, q->ptr, q->bytes);
+    }
+  }
+  *r = (mem_region_t){mem_regions, ptr, bytes, -1, mem_next_id++};
+  mem_regions = r;
+  pthread_mutex_unlock(&mem_lock);
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_mem_deregister(void *ptr) {
+  pthread_mutex_lock(&mem_lock);
+  mem_region_t **pp = &mem_regions;
+  while (*pp && !((*pp)->ptr == ptr && (*pp)->fd < 0)) pp = &(*pp)->next;
+  mem_region_t *r = *pp;
+  if (r) *pp = r->next;
+  pthread_mutex_unlock(&mem_lock);
+  if (!r)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_mem_deregister: %p was not registered with sharc_mem_register",
+                   ptr);
   free(r);
   return SHARC_OK;
 }
@@ -88,7 +141,8 @@ int mem_find(const void *p, size_t len, mem_ref_t *out) {
   for (mem_region_t *r = mem_regions; r; r = r->next) {
     uintptr_t b = (uintptr_t)r->ptr;
     if (a >= b && a - b <= r->bytes && len <= r->bytes - (a - b)) {
-      *out = (mem_ref_t){r->id, r->fd, a - b, r->bytes};
+      *out = (mem_ref_t){r->fd >= 0 ? MEM_ALLOCATED : MEM_REGISTERED, r->id,
+                         r->fd, a - b, r->bytes};
       found = 1;
       break;
     }

@@ -8,9 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef enum {
+  MEM_ALLOCATED = 1, /* sharc_mem_alloc: memfd peers can map */
+  MEM_REGISTERED = 2 /* sharc_mem_register: peers read it with
+                        process_vm_readv */
+} mem_kind_t;
+
 typedef struct {
+  mem_kind_t kind;
   uint64_t id;   /* unique within this process, never reused */
-  int fd;        /* memfd holding the region */
+  int fd;        /* memfd holding the region (MEM_ALLOCATED), else -1 */
   size_t offset; /* of the looked-up pointer from the region start */
   size_t size;   /* bytes of the whole region */
 } mem_ref_t;

@@ -51,11 +51,15 @@ typedef struct transport {
    * bytes follow inline through send_space/commit, -1 if there is no room
    * for the header yet (call again). recv_begin starts a RECV of `bytes`:
    * 1 with *direct pointing at the sender's memory (call recv_done after
-   * reading it), 0 if inline, -1 if the header has not arrived yet. */
+   * reading it), 2 if the bytes must be fetched with recv_copy (then
+   * recv_done), 0 if inline, -1 if the header has not arrived yet. */
   int (*send_begin)(transport_conn_t *c, const void *src, size_t bytes);
   int (*send_done)(transport_conn_t *c);
   int (*recv_begin)(transport_conn_t *c, size_t bytes, const void **direct);
   void (*recv_done)(transport_conn_t *c);
+  /* Copies n bytes at offset off of the current message into dst. */
+  sharc_status_t (*recv_copy)(transport_conn_t *c, void *dst, size_t off,
+                              size_t n);
   /* SHARC_OK while the peer is alive and the connection healthy; else
    * SHARC_ERR_PEER_LOST / SHARC_ERR_NET with the message recorded by
    * err_set (naming the peer rank and host). Called when waiting; may make

@@ -195,6 +195,15 @@ SHARC_API sharc_status_t sharc_event_query(sharc_event_t event, int *done);
 SHARC_API sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes);
 SHARC_API sharc_status_t sharc_mem_free(void *ptr);
 
+/* Registers [ptr, ptr + bytes) of existing host memory so same-host peers
+ * copy from it directly (cross-memory attach: one copy per byte, no staging)
+ * when it is the source of a transfer. The memory stays the caller's;
+ * deregister before freeing it. Overlapping registrations are refused.
+ * Where the kernel forbids cross-process reads (ptrace restrictions), the
+ * data goes through the FIFOs as for unregistered memory. Thread safe. */
+SHARC_API sharc_status_t sharc_mem_register(void *ptr, size_t bytes);
+SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
+
 /* ---- collectives --------------------------------------------------------- */
 /*
  * All take a stream (NULL: blocking) and follow NCCL's conventions:

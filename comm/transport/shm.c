@@ -23,6 +23,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -43,6 +44,7 @@ typedef struct {
  * /proc/<pid>/fd) and acknowledges. */
 #define SHM_MSG_INLINE 0x314c4e49u /* "INL1" */
 #define SHM_MSG_DIRECT 0x31524944u /* "DIR1" */
+#define SHM_MSG_CMA 0x31414d43u    /* "CMA1": offset is the sender's address */
 typedef struct {
   uint32_t kind;
   int32_t fd;
@@ -54,6 +56,9 @@ typedef struct {
 } shm_msg_t;
 _Static_assert(sizeof(shm_msg_t) == 64, "shm_msg_t is one FIFO unit");
 
+#define DIRECT_MEMFD 1u
+#define DIRECT_CMA 2u
+#define DIRECT_PROBED 0x80u
 #define SHM_MAP_CACHE 16   /* mapped peer regions kept per peer */
 #define SHM_MAX_DIRECT 3584 /* local ranks whose direct_ok fits the header */
 
@@ -63,10 +68,12 @@ typedef struct {
   int32_t rank;
   _Atomic uint32_t mapped; /* local peers that have mapped this segment */
   int32_t seg_fd;          /* owner's descriptor of this segment */
+  uint64_t self_addr;      /* where the owner mapped this header */
   _Alignas(64) wake_word_t wake;
   _Alignas(64) fail_word_t fail;
-  /* direct_ok[i] = 1: the owner can open local rank i's descriptors through
-   * /proc, so i may send in place; 2: it cannot; 0: not probed yet. */
+  /* direct_ok[i]: what the owner can read of local rank i in place:
+   * DIRECT_PROBED | DIRECT_MEMFD (open its descriptors through /proc) |
+   * DIRECT_CMA (process_vm_readv); 0: not probed yet. */
   _Alignas(64) _Atomic uint8_t direct_ok[SHM_MAX_DIRECT];
 } shm_header_t;
 _Static_assert(sizeof(shm_header_t) <= 4096, "shm header fits its page");
@@ -80,6 +87,7 @@ typedef struct {
   int local;               /* peer's local index */
   struct sharc_comm *comm;
   uint64_t direct_posted;  /* sender: in-place messages posted */
+  uint64_t cma_addr;       /* receiver: sender's address of the message */
 } shm_conn_t;
 
 typedef struct {
@@ -172,19 +180,31 @@ static void probe_direct(struct sharc_comm *comm, struct shm_state *s) {
   for (int i = 0; i < s->nlocal; i++) {
     if (i == s->me || i >= SHM_MAX_DIRECT) continue;
     shm_header_t *ph = seg_hdr(s, i);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", ph->pid, ph->seg_fd);
-    int ok = 0, fd = s->direct ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-    if (fd >= 0) {
-      struct stat a, b;
-      ok = fstat(fd, &a) == 0 && fstat(s->segs[i].fd, &b) == 0 &&
-           a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-      close(fd);
+    unsigned ok = DIRECT_PROBED;
+    if (s->direct) {
+      char path[64];
+      snprintf(path, sizeof path, "/proc/%d/fd/%d", ph->pid, ph->seg_fd);
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && fstat(s->segs[i].fd, &b) == 0 &&
+            a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+          ok |= DIRECT_MEMFD;
+        close(fd);
+      }
+      /* Cross-memory attach: read the peer's own copy of its magic. */
+      uint64_t magic = 0;
+      struct iovec l = {&magic, sizeof magic};
+      struct iovec r = {(void *)(uintptr_t)ph->self_addr, sizeof magic};
+      if (process_vm_readv(ph->pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof magic &&
+          magic == SHM_MAGIC)
+        ok |= DIRECT_CMA;
+      if (ok != (DIRECT_PROBED | DIRECT_MEMFD | DIRECT_CMA))
+        INFO(SUB_SHM, "shm: rank %d's buffers: %s, %s", comm->local_ranks[i],
+             ok & DIRECT_MEMFD ? "mapped in place" : "no /proc fd access",
+             ok & DIRECT_CMA ? "cross-memory attach" : "no cross-memory attach");
     }
-    if (s->direct && !ok)
-      INFO(SUB_SHM, "shm: cannot open %s (%s); rank %d sends to us through the FIFO",
-           path, strerror(errno), comm->local_ranks[i]);
-    atomic_store(&me->direct_ok[i], ok ? 1 : 2);
+    atomic_store(&me->direct_ok[i], (uint8_t)ok);
   }
 }
 
@@ -244,6 +264,7 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
   h->pid = (int32_t)getpid();
   h->rank = comm->rank;
   h->seg_fd = fd;
+  h->self_addr = (uint64_t)(uintptr_t)h;
   /* The wake word moves into shared memory so local peers can ring it. */
   comm->wake = &h->wake;
   atomic_store(&h->magic, SHM_MAGIC);
@@ -337,18 +358,23 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   if (shm_send_space(tc, &p) < sizeof(shm_msg_t)) return -1;
   shm_msg_t m = {.kind = SHM_MSG_INLINE, .fd = -1, .bytes = bytes};
   mem_ref_t ref;
-  if (s->direct && atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) == 1 &&
-      mem_find(src, bytes, &ref)) {
-    m.kind = SHM_MSG_DIRECT;
-    m.fd = ref.fd;
-    m.region_id = ref.id;
-    m.offset = ref.offset;
-    m.region_size = ref.size;
-    c->direct_posted++;
+  unsigned ok = s->direct ? atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) : 0;
+  if ((ok & (DIRECT_MEMFD | DIRECT_CMA)) && mem_find(src, bytes, &ref)) {
+    if (ref.kind == MEM_ALLOCATED && (ok & DIRECT_MEMFD)) {
+      m.kind = SHM_MSG_DIRECT;
+      m.fd = ref.fd;
+      m.region_id = ref.id;
+      m.offset = ref.offset;
+      m.region_size = ref.size;
+    } else if (ok & DIRECT_CMA) {
+      m.kind = SHM_MSG_CMA;
+      m.offset = (uint64_t)(uintptr_t)src;
+    }
   }
+  if (m.kind != SHM_MSG_INLINE) c->direct_posted++;
   memcpy(p, &m, sizeof m);
   shm_send_commit(tc, sizeof m);
-  return m.kind == SHM_MSG_DIRECT;
+  return m.kind != SHM_MSG_INLINE;
 }
 
 static int shm_send_done(transport_conn_t *tc) {
@@ -396,7 +422,8 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes, const void **direc
   shm_msg_t m;
   memcpy(&m, p, sizeof m);
   struct sharc_comm *comm = c->comm;
-  if ((m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT) || m.bytes != bytes) {
+  if ((m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT && m.kind != SHM_MSG_CMA) ||
+      m.bytes != bytes) {
     char why[320];
     snprintf(why, sizeof why,
              "rank %d sent a %llu-byte message where this rank expected %zu bytes: "
@@ -407,10 +434,39 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes, const void **direc
   }
   shm_recv_release(tc, sizeof m);
   if (m.kind == SHM_MSG_INLINE) return 0;
+  if (m.kind == SHM_MSG_CMA) {
+    c->cma_addr = m.offset;
+    return 2;
+  }
   const uint8_t *base = map_region(c, &m);
   if (!base) return -1;
   *direct = base + m.offset;
   return 1;
+}
+
+static sharc_status_t shm_recv_copy(transport_conn_t *tc, void *dst, size_t off,
+                                    size_t n) {
+  shm_conn_t *c = (shm_conn_t *)tc;
+  struct sharc_comm *comm = c->comm;
+  size_t got = 0;
+  while (got < n) {
+    struct iovec l = {(uint8_t *)dst + got, n - got};
+    struct iovec r = {(void *)(uintptr_t)(c->cma_addr + off + got), n - got};
+    ssize_t k = process_vm_readv(comm->peers[tc->peer].pid, &l, 1, &r, 1, 0);
+    if (k <= 0) {
+      char why[256];
+      snprintf(why, sizeof why,
+               "shm: reading %zu bytes of rank %d (pid %d) in place failed: %s%s",
+               n - got, tc->peer, comm->peers[tc->peer].pid,
+               k < 0 ? strerror(errno) : "short read",
+               k < 0 && errno == ESRCH ? " (the process is gone)" : "");
+      comm_fail(comm, tc->peer, k < 0 && errno == ESRCH ? SHARC_ERR_PEER_LOST
+                                                        : SHARC_ERR_SYSTEM, why);
+      return comm_record(comm, SHARC_ERR_SYSTEM, "%s", why);
+    }
+    got += (size_t)k;
+  }
+  return SHARC_OK;
 }
 
 static void shm_recv_done(transport_conn_t *tc) {
@@ -525,6 +581,7 @@ const transport_t transport_shm = {
     .send_done = shm_send_done,
     .recv_begin = shm_recv_begin,
     .recv_done = shm_recv_done,
+    .recv_copy = shm_recv_copy,
     .check = shm_check,
     .notify_abort = shm_notify_abort,
     .teardown = shm_teardown,

@@ -103,15 +103,21 @@ static void fail_job(job_t *j, const char *what, size_t idx, const char *es,
          "index=%zu "
          "expected=%s got=%s\n",
          coll_name[j->coll], j->coll == C_BAR ? "-" : data_dt_name[j->dt], op,
-         j->inplace, j->count, j->mem ? " mem=1" : "", what, idx, es, gs);
+         j->inplace, j->count, j->mem == 1 ? " mem=alloc" : j->mem == 2 ? " mem=registered" : "", what, idx, es, gs);
 }
 
 static unsigned char *galloc(job_t *j, size_t bytes) {
   unsigned char *p = NULL;
-  if (j->mem) {
+  if (j->mem == 1) {
     void *q = NULL;
     if (sharc_mem_alloc(&q, bytes + 2 * GUARD) != SHARC_OK) q = NULL;
     p = q;
+  } else if (j->mem == 2) { /* caller-owned memory, registered */
+    p = malloc(bytes + 2 * GUARD);
+    if (p && sharc_mem_register(p, bytes + 2 * GUARD) != SHARC_OK) {
+      free(p);
+      p = NULL;
+    }
   } else {
     p = malloc(bytes + 2 * GUARD);
   }
@@ -139,10 +145,13 @@ static void gfree(job_t *j, unsigned char *p, size_t bytes, const char *name) {
       break;
     }
   }
-  if (j->mem)
+  if (j->mem == 1) {
     sharc_mem_free(p - GUARD);
-  else
+  } else {
+    if (j->mem == 2 && sharc_mem_deregister(p - GUARD) != SHARC_OK)
+      fail_job(j, "sharc_mem_deregister failed", 0, "SHARC_OK", sharc_last_error());
     free(p - GUARD);
+  }
 }
 
 static void fill(job_t *j, unsigned char *p, int r, size_t n) {
@@ -430,10 +439,13 @@ static void run_mem(void) {
        .root = X.n - 1,
        .count = 1000},
   };
-  for (size_t k = 0; k < sizeof jobs / sizeof *jobs && !X.dead; k++) {
-    jobs[k].mem = 1;
-    run_blocking(&jobs[k]);
-  }
+  /* 1: sharc_mem_alloc (peers map it), 2: malloc + sharc_mem_register
+   * (peers read it with cross-memory attach). */
+  for (int mem = 1; mem <= 2; mem++)
+    for (size_t k = 0; k < sizeof jobs / sizeof *jobs && !X.dead; k++) {
+      jobs[k].mem = mem;
+      run_blocking(&jobs[k]);
+    }
 }
 
 /* ---- main -------------------------------------------------------------------

@@ -3,9 +3,12 @@
  * key -rank gives the parity groups in reverse rank order; the last rank
  * passing SHARC_SPLIT_NOCOLOR gets NULL while the others form a communicator
  * in rank order. An all-reduce on each new communicator sums its members.
+ * Then sharc_comm_abort on a duplicate while peers wait on it.
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "coll_check.h"
 
@@ -39,9 +42,51 @@ static void sub_all_reduce(sharc_comm_t sub, int (*in)(int q),
 
 static int same_parity(int q) { return q % 2 == S.rank % 2; }
 static int not_last(int q) { return q != S.n - 1; }
+static int everyone(int q) { return q >= 0; }
 
-int split_check(sharc_comm_t comm, int myrank, int nranks) {
-  S.comm = comm, S.rank = myrank, S.n = nranks;
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* sharc_comm_abort: rank 0 aborts a duplicate of the communicator while the
+ * others wait in an all-reduce on it. Its abort must return promptly, the
+ * others must fail promptly (ABORTED, or PEER_LOST once rank 0's resources
+ * are gone) instead of waiting for SHARC_TIMEOUT, and the parent
+ * communicator must keep working. */
+static void abort_check(void) {
+  sharc_comm_t dup = NULL;
+  sharc_status_t st = sharc_comm_split(S.comm, 0, S.rank, &dup);
+  cc_check_st(st, S.comm, "abort: sharc_comm_split (duplicate)");
+  if (st != SHARC_OK || !dup) return;
+  sub_all_reduce(dup, everyone, "abort: all_reduce before the abort");
+  double t0 = now_s();
+  if (S.rank == 0) {
+    usleep(200000);
+    cc_check_st(sharc_comm_abort(dup), S.comm, "abort: sharc_comm_abort");
+    double dt = now_s() - t0;
+    cc_check(dt < 5.2, "abort: sharc_comm_abort returned within 5 s (ms)", 5000,
+             (long)(dt * 1000));
+  } else {
+    int64_t x = 1, y = 0;
+    st = sharc_all_reduce(&x, &y, 1, SHARC_I64, SHARC_SUM, dup, NULL);
+    double dt = now_s() - t0;
+    cc_check(st == SHARC_ERR_ABORTED || st == SHARC_ERR_PEER_LOST,
+             "abort: a peer's all_reduce fails with ABORTED or PEER_LOST",
+             SHARC_ERR_ABORTED, st);
+    cc_check(dt < 10, "abort: peers fail within 10 s (ms)", 10000,
+             (long)(dt * 1000));
+    sharc_comm_destroy(dup);
+  }
+  int64_t one = 1, n = 0;
+  st = sharc_all_reduce(&one, &n, 1, SHARC_I64, SHARC_SUM, S.comm, NULL);
+  cc_check_st(st, S.comm, "abort: parent all_reduce after the abort");
+  cc_check(st != SHARC_OK || n == S.n, "abort: parent all_reduce result", S.n,
+           (long)n);
+}
+
+static int split_groups(void) {
   sharc_comm_t sub = NULL;
   int size = -1, rank = -1, want_size = 0, want_rank = 0;
   sharc_status_t st = sharc_comm_split(S.comm, S.rank % 2, -S.rank, &sub);
@@ -85,4 +130,11 @@ int split_check(sharc_comm_t comm, int myrank, int nranks) {
   sub_all_reduce(sub, not_last, "split: all_reduce without the last rank");
   cc_check_st(sharc_comm_destroy(sub), sub, "split: sharc_comm_destroy");
   return 0;
+}
+
+int split_check(sharc_comm_t comm, int myrank, int nranks) {
+  S.comm = comm, S.rank = myrank, S.n = nranks;
+  int rc = split_groups();
+  if (rc == 0) abort_check();
+  return rc;
 }

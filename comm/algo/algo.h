@@ -87,6 +87,26 @@ static inline void recv_reduce_split(sched_t *s, int peer, int nchan,
 }
 
 /* ---- simulator on given schedules (comm/schedule_sim.c) ---- */
+/* The common start of the folded tree algorithms: nothing to do for count 0;
+ * one rank just copies (out of place); an extra rank (r >= p, the largest
+ * power of two <= n) sends its `sent` elements to r-p and receives its
+ * `kept` result elements back. Returns 1 when that is the whole schedule. */
+static inline int fold_prologue(const sched_args_t *a, sched_t *s, int p,
+                                size_t sent, size_t kept) {
+  s->nchan = a->nchan;
+  if (kept == 0) return 1;
+  if (a->nranks == 1) {
+    if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, kept);
+    return 1;
+  }
+  if (a->rank < p) return 0;
+  sched_round(s);
+  send_split(s, a->rank - p, a->nchan, SCHED_BUF_SEND, 0, sent);
+  sched_round(s);
+  recv_split(s, a->rank - p, a->nchan, SCHED_BUF_RECV, 0, kept);
+  return 1;
+}
+
 /* Runs the nranks schedules scheds[0..nranks) (built for proto with rank
  * set per rank) exactly as sched_simulate does after building them: buffer
  * bounds, hazards, FIFO matching, deadlock, and the result check. name

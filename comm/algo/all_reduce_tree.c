@@ -17,19 +17,7 @@
 sharc_status_t tree_all_reduce_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan, p = pow2_floor(n);
   size_t N = a->count;
-  s->nchan = nc;
-  if (N == 0) return SHARC_OK;
-  if (n == 1) {
-    if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
-    return SHARC_OK;
-  }
-  if (r >= p) { /* extra */
-    sched_round(s);
-    send_split(s, r - p, nc, SCHED_BUF_SEND, 0, N);
-    sched_round(s);
-    recv_split(s, r - p, nc, SCHED_BUF_RECV, 0, N);
-    return SHARC_OK;
-  }
+  if (fold_prologue(a, s, p, N, N)) return SHARC_OK;
   int e = r + p < n ? r + p : -1;
   int lp = log2_ceil(p), nsteps = lp + (e >= 0); /* reductions on this rank */
   /* dst buffer/offset of each reduction: alternate, last one in RECV */

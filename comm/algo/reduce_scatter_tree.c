@@ -32,19 +32,7 @@ sharc_status_t tree_reduce_scatter_schedule(const sched_args_t *a,
                                             sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan, p = pow2_floor(n);
   size_t c = a->count, total = (size_t)n * c;
-  s->nchan = nc;
-  if (c == 0) return SHARC_OK;
-  if (n == 1) {
-    if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, c);
-    return SHARC_OK;
-  }
-  if (r >= p) { /* extra */
-    sched_round(s);
-    send_split(s, r - p, nc, SCHED_BUF_SEND, 0, total);
-    sched_round(s);
-    recv_split(s, r - p, nc, SCHED_BUF_RECV, 0, c);
-    return SHARC_OK;
-  }
+  if (fold_prologue(a, s, p, total, c)) return SHARC_OK;
   s->tmp_count = total;
   int e = r + p < n ? r + p : -1;
   sched_buf_t cur = SCHED_BUF_SEND;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sharc needs, only those missing (idempotent).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config iproute2 python3)
+pkgs=(build-essential cmake pkg-config iproute2 clang-format git)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

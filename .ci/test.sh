@@ -6,6 +6,13 @@ cd "$(dirname "$0")/.."
 bash .ci/deps.sh
 jobs=$(nproc)
 status=0
+echo "=== format (.clang-format, STYLE.md 12) ==="
+if git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format --dry-run -Werror; then
+  echo "format: clean"
+else
+  echo "format: run 'git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format -i'"
+  status=1
+fi
 for variant in plain asan; do
   dir=build-test-$variant
   flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARC_WERROR=ON)

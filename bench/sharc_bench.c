@@ -48,14 +48,25 @@ static size_t parse_size(const char *s) {
   char *end;
   double v = strtod(s, &end);
   if (end == s || v < 0) {
-    fprintf(stderr, "sharc-bench: bad size '%s' (use e.g. 8, 64K, 256M, 1G)\n", s);
+    fprintf(stderr, "sharc-bench: bad size '%s' (use e.g. 8, 64K, 256M, 1G)\n",
+            s);
     exit(2);
   }
   switch (*end) {
-  case 'K': case 'k': v *= 1024; break;
-  case 'M': case 'm': v *= 1024 * 1024; break;
-  case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-  case '\0': break;
+  case 'K':
+  case 'k':
+    v *= 1024;
+    break;
+  case 'M':
+  case 'm':
+    v *= 1024 * 1024;
+    break;
+  case 'G':
+  case 'g':
+    v *= 1024.0 * 1024 * 1024;
+    break;
+  case '\0':
+    break;
   default:
     fprintf(stderr, "sharc-bench: bad size suffix in '%s' (K, M or G)\n", s);
     exit(2);
@@ -71,18 +82,26 @@ static double now_s(void) {
 
 /* Element values: small integers, exact in every type for sum over <= 64
  * ranks. */
-static double value(int r, size_t i) { return (double)((r * 7 + (int)(i % 13)) % 8); }
-
-static void fill(void *buf, size_t n, int r, size_t base) {
-  for (size_t i = 0; i < n; i++) ((float *)buf)[i] = (float)value(r, base + i);
+static double value(int r, size_t i) {
+  return (double)((r * 7 + (int)(i % 13)) % 8);
 }
 
-static sharc_status_t run(coll_t c, void *s, void *r, size_t count, const opts_t *o) {
+static void fill(void *buf, size_t n, int r, size_t base) {
+  for (size_t i = 0; i < n; i++)
+    ((float *)buf)[i] = (float)value(r, base + i);
+}
+
+static sharc_status_t run(coll_t c, void *s, void *r, size_t count,
+                          const opts_t *o) {
   switch (c) {
-  case C_AG: return sharc_all_gather(s, r, count, o->dtype, comm, NULL);
-  case C_RS: return sharc_reduce_scatter(s, r, count, o->dtype, o->op, comm, NULL);
-  case C_AR: return sharc_all_reduce(s, r, count, o->dtype, o->op, comm, NULL);
-  default: return sharc_broadcast(s, r, count, o->dtype, o->root, comm, NULL);
+  case C_AG:
+    return sharc_all_gather(s, r, count, o->dtype, comm, NULL);
+  case C_RS:
+    return sharc_reduce_scatter(s, r, count, o->dtype, o->op, comm, NULL);
+  case C_AR:
+    return sharc_all_reduce(s, r, count, o->dtype, o->op, comm, NULL);
+  default:
+    return sharc_broadcast(s, r, count, o->dtype, o->root, comm, NULL);
   }
 }
 
@@ -99,31 +118,39 @@ static size_t check(coll_t c, const float *r, size_t count, const opts_t *o) {
     else {
       size_t gi = c == C_RS ? (size_t)rank * count + i : i;
       want = 0;
-      for (int q = 0; q < nranks; q++) want += value(q, gi);
+      for (int q = 0; q < nranks; q++)
+        want += value(q, gi);
     }
-    if (r[i] != (float)want) wrong++;
+    if (r[i] != (float)want)
+      wrong++;
   }
   return wrong;
 }
 
-static double time_op(coll_t c, uint8_t *sbuf, uint8_t *rbuf, size_t count, const opts_t *o,
-                      int inplace, size_t *wrong) {
+static double time_op(coll_t c, uint8_t *sbuf, uint8_t *rbuf, size_t count,
+                      const opts_t *o, int inplace, size_t *wrong) {
   /* NCCL's in-place layouts. */
   size_t mine = (size_t)rank * count * 4;
   uint8_t *s = sbuf, *r = rbuf;
   if (inplace) {
-    if (c == C_AG) s = rbuf + mine;
-    else if (c == C_RS) r = sbuf + mine;
-    else s = rbuf;
+    if (c == C_AG)
+      s = rbuf + mine;
+    else if (c == C_RS)
+      r = sbuf + mine;
+    else
+      s = rbuf;
   }
-  for (int w = 0; w < o->warmup; w++) DIE_IF(run(c, s, r, count, o), coll_names[c]);
+  for (int w = 0; w < o->warmup; w++)
+    DIE_IF(run(c, s, r, count, o), coll_names[c]);
   DIE_IF(sharc_barrier(comm, NULL), "barrier");
   double t0 = now_s();
-  for (int it = 0; it < o->iters; it++) DIE_IF(run(c, s, r, count, o), coll_names[c]);
+  for (int it = 0; it < o->iters; it++)
+    DIE_IF(run(c, s, r, count, o), coll_names[c]);
   double us = (now_s() - t0) * 1e6 / o->iters;
   /* Average the time over ranks, as nccl-tests' default -a. */
   double sum;
-  DIE_IF(sharc_all_reduce(&us, &sum, 1, SHARC_F64, SHARC_SUM, comm, NULL), "time reduce");
+  DIE_IF(sharc_all_reduce(&us, &sum, 1, SHARC_F64, SHARC_SUM, comm, NULL),
+         "time reduce");
   us = sum / nranks;
   *wrong = 0;
   if (o->check) {
@@ -134,46 +161,70 @@ static double time_op(coll_t c, uint8_t *sbuf, uint8_t *rbuf, size_t count, cons
       fill(s, in_n, rank, 0);
     DIE_IF(run(c, s, r, count, o), coll_names[c]);
     uint64_t w = check(c, (const float *)r, count, o), tot;
-    DIE_IF(sharc_all_reduce(&w, &tot, 1, SHARC_U64, SHARC_SUM, comm, NULL), "check reduce");
+    DIE_IF(sharc_all_reduce(&w, &tot, 1, SHARC_U64, SHARC_SUM, comm, NULL),
+           "check reduce");
     *wrong = (size_t)tot;
   }
   return us;
 }
 
 static void usage(void) {
-  fprintf(stderr,
-          "usage: sharc-bench <all_gather|reduce_scatter|all_reduce|broadcast|all>\n"
-          "  [-b minbytes] [-e maxbytes] [-f factor] [-i stepbytes] [-n iters]\n"
-          "  [-w warmup] [-c 0|1] [-r root] [-R 0|1|2] [-J file.json]\n"
-          "  -R: 0 malloc'ed buffers, 1 malloc + sharc_mem_register, 2 sharc_mem_alloc\n"
-          "run under a launcher, e.g.: sharcrun -n 4 sharc-bench all_reduce -b 8 -e 64M\n");
+  fprintf(
+      stderr,
+      "usage: sharc-bench "
+      "<all_gather|reduce_scatter|all_reduce|broadcast|all>\n"
+      "  [-b minbytes] [-e maxbytes] [-f factor] [-i stepbytes] [-n iters]\n"
+      "  [-w warmup] [-c 0|1] [-r root] [-R 0|1|2] [-J file.json]\n"
+      "  -R: 0 malloc'ed buffers, 1 malloc + sharc_mem_register, 2 "
+      "sharc_mem_alloc\n"
+      "run under a launcher, e.g.: sharcrun -n 4 sharc-bench all_reduce -b 8 "
+      "-e 64M\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
-  opts_t o = {8, 32 * 1024 * 1024, 2, 0, 20, 5, 1, 0, 0, SHARC_F32, SHARC_SUM, NULL};
-  if (argc < 2) usage();
+  opts_t o = {8, 32 * 1024 * 1024, 2,         0,   20, 5, 1, 0,
+              0, SHARC_F32,        SHARC_SUM, NULL};
+  if (argc < 2)
+    usage();
   int which = -1;
-  if (!strcmp(argv[1], "all")) which = C_N;
+  if (!strcmp(argv[1], "all"))
+    which = C_N;
   for (int c = 0; c < C_N; c++)
-    if (!strcmp(argv[1], coll_names[c])) which = c;
-  if (which < 0) usage();
+    if (!strcmp(argv[1], coll_names[c]))
+      which = c;
+  if (which < 0)
+    usage();
   for (int i = 2; i < argc; i++) {
-    if (i + 1 >= argc) usage();
+    if (i + 1 >= argc)
+      usage();
     const char *a = argv[i], *v = argv[++i];
-    if (!strcmp(a, "-b")) o.minb = parse_size(v);
-    else if (!strcmp(a, "-e")) o.maxb = parse_size(v);
-    else if (!strcmp(a, "-f")) o.step_factor = (size_t)atol(v);
-    else if (!strcmp(a, "-i")) o.step_bytes = parse_size(v);
-    else if (!strcmp(a, "-n")) o.iters = atoi(v);
-    else if (!strcmp(a, "-w")) o.warmup = atoi(v);
-    else if (!strcmp(a, "-c")) o.check = atoi(v);
-    else if (!strcmp(a, "-r")) o.root = atoi(v);
-    else if (!strcmp(a, "-J")) o.json = v;
-    else if (!strcmp(a, "-R")) o.reg = atoi(v);
-    else usage();
+    if (!strcmp(a, "-b"))
+      o.minb = parse_size(v);
+    else if (!strcmp(a, "-e"))
+      o.maxb = parse_size(v);
+    else if (!strcmp(a, "-f"))
+      o.step_factor = (size_t)atol(v);
+    else if (!strcmp(a, "-i"))
+      o.step_bytes = parse_size(v);
+    else if (!strcmp(a, "-n"))
+      o.iters = atoi(v);
+    else if (!strcmp(a, "-w"))
+      o.warmup = atoi(v);
+    else if (!strcmp(a, "-c"))
+      o.check = atoi(v);
+    else if (!strcmp(a, "-r"))
+      o.root = atoi(v);
+    else if (!strcmp(a, "-J"))
+      o.json = v;
+    else if (!strcmp(a, "-R"))
+      o.reg = atoi(v);
+    else
+      usage();
   }
-  if (o.iters < 1 || o.minb > o.maxb || (o.step_factor < 2 && o.step_bytes == 0)) usage();
+  if (o.iters < 1 || o.minb > o.maxb ||
+      (o.step_factor < 2 && o.step_bytes == 0))
+    usage();
   sharc_status_t st = sharc_comm_init_env(&comm);
   if (st != SHARC_OK) {
     fprintf(stderr, "sharc-bench: init failed: %s: %s\n", sharc_status_name(st),
@@ -190,15 +241,18 @@ int main(int argc, char **argv) {
   /* -R 0: plain malloc; 1: malloc + sharc_mem_register; 2: sharc_mem_alloc. */
   void *sbuf = NULL, *rbuf = NULL;
   if (o.reg == 2) {
-    if (sharc_mem_alloc(&sbuf, maxbuf) != SHARC_OK) sbuf = NULL;
-    if (sharc_mem_alloc(&rbuf, maxbuf) != SHARC_OK) rbuf = NULL;
+    if (sharc_mem_alloc(&sbuf, maxbuf) != SHARC_OK)
+      sbuf = NULL;
+    if (sharc_mem_alloc(&rbuf, maxbuf) != SHARC_OK)
+      rbuf = NULL;
   } else {
     sbuf = malloc(maxbuf);
     rbuf = malloc(maxbuf);
     if (o.reg == 1 && sbuf && rbuf &&
         (sharc_mem_register(sbuf, maxbuf) != SHARC_OK ||
          sharc_mem_register(rbuf, maxbuf) != SHARC_OK)) {
-      fprintf(stderr, "sharc-bench: sharc_mem_register: %s\n", sharc_last_error());
+      fprintf(stderr, "sharc-bench: sharc_mem_register: %s\n",
+              sharc_last_error());
       return 2;
     }
   }
@@ -222,36 +276,42 @@ int main(int argc, char **argv) {
   int nhosts = 1;
   sharc_comm_nhosts(comm, &nhosts);
   if (rank == 0) {
-    printf("# sharc-bench %s: %d ranks on %d host(s), minBytes %zu maxBytes %zu step: %zu(%s) "
+    printf("# sharc-bench %s: %d ranks on %d host(s), minBytes %zu maxBytes "
+           "%zu step: %zu(%s) "
            "warmup iters: %d iters: %d validation: %d registration: %d\n",
            sharc_version(), nranks, nhosts, o.minb, o.maxb,
-           o.step_bytes ? o.step_bytes : o.step_factor, o.step_bytes ? "bytes" : "factor",
-           o.warmup, o.iters, o.check, o.reg);
+           o.step_bytes ? o.step_bytes : o.step_factor,
+           o.step_bytes ? "bytes" : "factor", o.warmup, o.iters, o.check,
+           o.reg);
   }
   size_t total_wrong = 0;
   double bw_sum = 0;
   int bw_n = 0, first_json = 1;
-  for (int c = (which == C_N ? 0 : which); c < (which == C_N ? C_N : which + 1); c++) {
+  for (int c = (which == C_N ? 0 : which); c < (which == C_N ? C_N : which + 1);
+       c++) {
     if (rank == 0) {
       printf("#\n# Collective test: %s\n#\n", coll_names[c]);
       printf("#%75s%34s\n", "out-of-place", "in-place");
-      printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count",
-             "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-             "busbw", "#wrong");
+      printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n",
+             "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+             "#wrong", "time", "algbw", "busbw", "#wrong");
       printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)",
-             "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-             "(GB/s)", "");
+             "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+             "(GB/s)", "(GB/s)", "");
     }
-    double factor = c == C_AR ? 2.0 * (nranks - 1) / nranks
+    double factor = c == C_AR   ? 2.0 * (nranks - 1) / nranks
                     : c == C_BC ? 1.0
                                 : (double)(nranks - 1) / nranks;
     for (size_t bytes = o.minb; bytes <= o.maxb;
          bytes = o.step_bytes ? bytes + o.step_bytes : bytes * o.step_factor) {
       size_t count = bytes / 4; /* float */
-      if (c == C_AG || c == C_RS) count /= (size_t)nranks;
-      size_t size = (c == C_AG || c == C_RS) ? count * 4 * (size_t)nranks : count * 4;
+      if (c == C_AG || c == C_RS)
+        count /= (size_t)nranks;
+      size_t size =
+          (c == C_AG || c == C_RS) ? count * 4 * (size_t)nranks : count * 4;
       if (count == 0) {
-        if (bytes == 0) break;
+        if (bytes == 0)
+          break;
         continue;
       }
       size_t w0, w1;
@@ -262,26 +322,33 @@ int main(int argc, char **argv) {
       bw_sum += a0 * factor;
       bw_n++;
       if (rank == 0) {
-        printf("  %10zu %12zu %8s %6s %6d %9.2f %7.2f %7.2f %6zu %9.2f %7.2f %7.2f %6zu\n",
+        printf("  %10zu %12zu %8s %6s %6d %9.2f %7.2f %7.2f %6zu %9.2f %7.2f "
+               "%7.2f %6zu\n",
                size, count, "float", (c == C_AR || c == C_RS) ? "sum" : "none",
-               c == C_BC ? o.root : -1, t0, a0, a0 * factor, w0, t1, a1, a1 * factor, w1);
+               c == C_BC ? o.root : -1, t0, a0, a0 * factor, w0, t1, a1,
+               a1 * factor, w1);
         fflush(stdout);
         if (json) {
-          fprintf(json,
-                  "%s\n {\"collective\": \"%s\", \"size\": %zu, \"count\": %zu, "
-                  "\"type\": \"float\", \"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, "
-                  "\"wrong\": %zu, \"inplace_time_us\": %.3f, \"inplace_busbw\": %.4f, "
-                  "\"inplace_wrong\": %zu}",
-                  first_json ? "" : ",", coll_names[c], size, count, t0, a0, a0 * factor,
-                  w0, t1, a1 * factor, w1);
+          fprintf(
+              json,
+              "%s\n {\"collective\": \"%s\", \"size\": %zu, \"count\": %zu, "
+              "\"type\": \"float\", \"time_us\": %.3f, \"algbw\": %.4f, "
+              "\"busbw\": %.4f, "
+              "\"wrong\": %zu, \"inplace_time_us\": %.3f, \"inplace_busbw\": "
+              "%.4f, "
+              "\"inplace_wrong\": %zu}",
+              first_json ? "" : ",", coll_names[c], size, count, t0, a0,
+              a0 * factor, w0, t1, a1 * factor, w1);
           first_json = 0;
         }
       }
-      if (bytes == 0) break;
+      if (bytes == 0)
+        break;
     }
   }
   if (rank == 0) {
-    printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+    printf("# Out of bounds values : %zu %s\n", total_wrong,
+           total_wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %g \n#\n", bw_n ? bw_sum / bw_n : 0.0);
     if (json) {
       fprintf(json, "\n]}\n");

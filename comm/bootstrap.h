@@ -25,17 +25,17 @@ typedef struct {
   char root_host[256];        /* rendezvous host as given */
   int root_port;
   uint8_t token[SHARC_TOKEN_BYTES];
-  int host_root;              /* 1: this process serves the rendezvous */
-  const char *source;         /* "SHARC_*", "torchrun", "Slurm", ... */
+  int host_root;      /* 1: this process serves the rendezvous */
+  const char *source; /* "SHARC_*", "torchrun", "Slurm", ... */
 } bootstrap_env_t;
 
 /* One row of the rank table: what every rank tells all others. */
 typedef struct {
-  uint64_t host_hash;             /* equal on one host (see host_identity) */
-  char host[SHARC_HOSTNAME_MAX];  /* host name, for messages */
+  uint64_t host_hash;            /* equal on one host (see host_identity) */
+  char host[SHARC_HOSTNAME_MAX]; /* host name, for messages */
   int32_t pid;
   int32_t rank;
-  net_addr_t addr;                /* the rank's data listener (tcp) */
+  net_addr_t addr; /* the rank's data listener (tcp) */
 } peer_info_t;
 
 /* Reads the launcher environment in the order of sharc.h

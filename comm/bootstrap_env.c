@@ -13,7 +13,6 @@
 
 /* ---- hashing and host identity ---- */
 
-
 static uint64_t fnv_str(uint64_t h, const char *s) {
   return hash_bytes(h, s, strlen(s) + 1); /* include the NUL as a separator */
 }
@@ -353,4 +352,3 @@ too_long:
                  "bootstrap: first host of Slurm node list '%s' is too long",
                  nodelist);
 }
-

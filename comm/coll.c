@@ -59,8 +59,10 @@ static sharc_status_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
   const char *a = param_str(PARAM_ALGO);
   double alpha = (double)param_int(PARAM_ALPHA_US);
   double beta = (double)param_int(PARAM_BETA_GBS);
-  if (alpha <= 0) alpha = 4;
-  if (beta <= 0) beta = 5;
+  if (alpha <= 0)
+    alpha = 4;
+  if (beta <= 0)
+    beta = 5;
   int64_t tree_max = param_int(PARAM_TREE_MAX_BYTES);
   if (!strcasecmp(a, "auto")) {
     if (tree_max > 0)
@@ -82,7 +84,8 @@ static sharc_status_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
     return SHARC_OK;
   }
   for (int i = 0; i < SCHED_ALGO_COUNT; i++) {
-    if (strcasecmp(a, sched_algo_name((sched_algo_t)i))) continue;
+    if (strcasecmp(a, sched_algo_name((sched_algo_t)i)))
+      continue;
     *out = sched_algo_supports((sched_algo_t)i, coll)
                ? (sched_algo_t)i
                : sched_pick(coll, comm->nranks, bytes, alpha, beta);
@@ -90,11 +93,13 @@ static sharc_status_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
   }
   return comm_error(comm, SHARC_ERR_INVALID_ARG,
                     "SHARC_ALGO=%s unknown; use auto, ring, tree, "
-                    "rabenseifner or dbtree", a);
+                    "rabenseifner or dbtree",
+                    a);
 }
 
 static sharc_status_t ensure_tmp(struct sharc_comm *comm, size_t bytes) {
-  if (bytes <= comm->tmp_bytes) return SHARC_OK;
+  if (bytes <= comm->tmp_bytes)
+    return SHARC_OK;
   void *p = realloc(comm->tmp, bytes);
   if (!p)
     return comm_error(comm, SHARC_ERR_NO_MEM,
@@ -108,11 +113,15 @@ static int is_inplace(const coll_call_t *c, size_t esize) {
   const uint8_t *s = c->sendbuf, *r = c->recvbuf;
   size_t off = (size_t)c->comm->rank * c->count * esize;
   switch (c->coll) {
-  case SCHED_ALL_GATHER: return s == r + off;
-  case SCHED_REDUCE_SCATTER: return r == s + off;
+  case SCHED_ALL_GATHER:
+    return s == r + off;
+  case SCHED_REDUCE_SCATTER:
+    return r == s + off;
   case SCHED_ALL_REDUCE:
-  case SCHED_BROADCAST: return s == r;
-  default: return 0;
+  case SCHED_BROADCAST:
+    return s == r;
+  default:
+    return 0;
   }
 }
 
@@ -140,11 +149,12 @@ static sharc_status_t run_call(coll_call_t *call) {
     return comm_error(comm, st, "%s: building the %s schedule failed: %s",
                       coll_fn[call->coll], sched_algo_name(algo), err_last());
   }
-  if (s.tmp_count) st = ensure_tmp(comm, s.tmp_count * esize);
+  if (s.tmp_count)
+    st = ensure_tmp(comm, s.tmp_count * esize);
   if (st == SHARC_OK) {
     void *const bufs[3] = {(void *)call->sendbuf, call->recvbuf, comm->tmp};
-    TRACE(SUB_COMM, "%s #%llu: %zu x %s, %s, %zu rounds",
-          coll_fn[call->coll], (unsigned long long)comm->seq, call->count,
+    TRACE(SUB_COMM, "%s #%llu: %zu x %s, %s, %zu rounds", coll_fn[call->coll],
+          (unsigned long long)comm->seq, call->count,
           sharc_dtype_name(call->dtype), sched_algo_name(algo), s.nrounds);
     st = exec_run(comm, &s, bufs, call->dtype, call->op);
   }
@@ -166,7 +176,7 @@ sharc_status_t coll_execute(coll_call_t *call) {
     st = comm->broken_st;
     pthread_mutex_unlock(&comm->err_lock);
     st = comm_record(comm, st, "%s: communicator unusable: %s",
-                    coll_fn[call->coll], msg);
+                     coll_fn[call->coll], msg);
   } else {
     st = run_call(call);
   }
@@ -180,7 +190,8 @@ sharc_status_t coll_execute(coll_call_t *call) {
 static sharc_status_t validate(const coll_call_t *c) {
   const char *fn = coll_fn[c->coll];
   struct sharc_comm *comm = c->comm;
-  if (!comm) return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  if (!comm)
+    return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   if ((unsigned)c->dtype >= SHARC_DTYPE_COUNT)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: unknown dtype %d; use SHARC_F32 .. SHARC_U64", fn,
@@ -189,12 +200,14 @@ static sharc_status_t validate(const coll_call_t *c) {
   if (reduces && (unsigned)c->op >= SHARC_OP_COUNT)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: unknown reduction op %d; use SHARC_SUM, SHARC_PROD, "
-                      "SHARC_MIN, SHARC_MAX or SHARC_AVG", fn, (int)c->op);
+                      "SHARC_MIN, SHARC_MAX or SHARC_AVG",
+                      fn, (int)c->op);
   if (c->coll == SCHED_BROADCAST && (c->root < 0 || c->root >= comm->nranks))
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: root %d outside the communicator of %d ranks", fn,
                       c->root, comm->nranks);
-  if (c->coll == SCHED_BARRIER || c->count == 0) return SHARC_OK;
+  if (c->coll == SCHED_BARRIER || c->count == 0)
+    return SHARC_OK;
   size_t esize = sharc_dtype_size(c->dtype);
   size_t per = (c->coll == SCHED_ALL_GATHER || c->coll == SCHED_REDUCE_SCATTER)
                    ? (size_t)comm->nranks
@@ -202,7 +215,8 @@ static sharc_status_t validate(const coll_call_t *c) {
   if (c->count > SIZE_MAX / esize / per)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: count %zu x %zu ranks x %zu bytes overflows the "
-                      "address space", fn, c->count, per, esize);
+                      "address space",
+                      fn, c->count, per, esize);
   int need_send = !(c->coll == SCHED_BROADCAST && comm->rank != c->root);
   if (need_send && !c->sendbuf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
@@ -211,23 +225,27 @@ static sharc_status_t validate(const coll_call_t *c) {
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: recvbuf is NULL with count %zu", fn, c->count);
   if (need_send && !is_inplace(c, esize)) {
-    size_t sbytes = c->count * esize * (c->coll == SCHED_REDUCE_SCATTER ? per : 1);
+    size_t sbytes =
+        c->count * esize * (c->coll == SCHED_REDUCE_SCATTER ? per : 1);
     size_t rbytes = c->count * esize * (c->coll == SCHED_ALL_GATHER ? per : 1);
     uintptr_t s0 = (uintptr_t)c->sendbuf, r0 = (uintptr_t)c->recvbuf;
     if (s0 < r0 + rbytes && r0 < s0 + sbytes)
       return comm_error(comm, SHARC_ERR_INVALID_ARG,
                         "%s: sendbuf and recvbuf overlap but not in the "
                         "in-place layout; see sharc.h for where an in-place "
-                        "sendbuf lies", fn);
+                        "sendbuf lies",
+                        fn);
   }
   return SHARC_OK;
 }
 
 static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   CHECK(validate(call));
-  if (call->count == 0 && call->coll != SCHED_BARRIER) return SHARC_OK;
+  if (call->count == 0 && call->coll != SCHED_BARRIER)
+    return SHARC_OK;
   call->ticket = coll_ticket(call->comm);
-  if (stream) return stream_enqueue(stream, call);
+  if (stream)
+    return stream_enqueue(stream, call);
   return coll_execute(call);
 }
 
@@ -235,7 +253,7 @@ sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
                                 size_t sendcount, sharc_dtype_t dtype,
                                 sharc_comm_t comm, sharc_stream_t stream) {
   coll_call_t c = {SCHED_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype,
-                   SHARC_SUM, 0, comm, 0};
+                   SHARC_SUM,        0,       comm,    0};
   return submit(&c, stream);
 }
 
@@ -243,8 +261,8 @@ sharc_status_t sharc_reduce_scatter(const void *sendbuf, void *recvbuf,
                                     size_t recvcount, sharc_dtype_t dtype,
                                     sharc_op_t op, sharc_comm_t comm,
                                     sharc_stream_t stream) {
-  coll_call_t c = {SCHED_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
-                   op, 0, comm, 0};
+  coll_call_t c = {
+      SCHED_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0, comm, 0};
   return submit(&c, stream);
 }
 
@@ -252,21 +270,21 @@ sharc_status_t sharc_all_reduce(const void *sendbuf, void *recvbuf,
                                 size_t count, sharc_dtype_t dtype,
                                 sharc_op_t op, sharc_comm_t comm,
                                 sharc_stream_t stream) {
-  coll_call_t c = {SCHED_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
-                   comm, 0};
+  coll_call_t c = {
+      SCHED_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, comm, 0};
   return submit(&c, stream);
 }
 
-sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf,
-                               size_t count, sharc_dtype_t dtype, int root,
-                               sharc_comm_t comm, sharc_stream_t stream) {
-  coll_call_t c = {SCHED_BROADCAST, sendbuf, recvbuf, count, dtype, SHARC_SUM,
-                   root, comm, 0};
+sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                               sharc_dtype_t dtype, int root, sharc_comm_t comm,
+                               sharc_stream_t stream) {
+  coll_call_t c = {SCHED_BROADCAST, sendbuf, recvbuf, count, dtype,
+                   SHARC_SUM,       root,    comm,    0};
   return submit(&c, stream);
 }
 
 sharc_status_t sharc_barrier(sharc_comm_t comm, sharc_stream_t stream) {
-  coll_call_t c = {SCHED_BARRIER, NULL, NULL, 1, SHARC_U8, SHARC_SUM, 0,
-                   comm, 0};
+  coll_call_t c = {SCHED_BARRIER, NULL, NULL, 1, SHARC_U8,
+                   SHARC_SUM,     0,    comm, 0};
   return submit(&c, stream);
 }

@@ -15,12 +15,13 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "coll.h"
+#include "comm.h"
 
 static struct sharc_comm *comm_alloc(void) {
   struct sharc_comm *c = calloc(1, sizeof *c);
-  if (!c) return NULL;
+  if (!c)
+    return NULL;
   pthread_mutex_init(&c->err_lock, NULL);
   pthread_mutex_init(&c->order_lock, NULL);
   pthread_cond_init(&c->order_cond, NULL);
@@ -30,11 +31,13 @@ static struct sharc_comm *comm_alloc(void) {
 }
 
 static void comm_free(struct sharc_comm *c) {
-  if (!c) return;
+  if (!c)
+    return;
   uint64_t deadline = time_ns() + SHARC_MIN(timeout_ns(), 10000000000ull);
   transport_tcp.teardown(c, deadline);
   transport_shm.teardown(c, deadline);
-  if (c->listen_fd >= 0) close(c->listen_fd);
+  if (c->listen_fd >= 0)
+    close(c->listen_fd);
   free(c->peers);
   free(c->local_ranks);
   free(c->host_of);
@@ -55,7 +58,8 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
   uint64_t *hosts = malloc((size_t)n * sizeof(uint64_t));
   if (!c->local_ranks || !c->host_of || !c->tp || !hosts) {
     free(hosts);
-    return comm_error(c, SHARC_ERR_NO_MEM, "init: out of memory for %d ranks", n);
+    return comm_error(c, SHARC_ERR_NO_MEM, "init: out of memory for %d ranks",
+                      n);
   }
   c->nhosts = 0;
   c->local_size = 0;
@@ -63,7 +67,8 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
     int h;
     for (h = 0; h < c->nhosts && hosts[h] != c->peers[r].host_hash; h++) {
     }
-    if (h == c->nhosts) hosts[c->nhosts++] = c->peers[r].host_hash;
+    if (h == c->nhosts)
+      hosts[c->nhosts++] = c->peers[r].host_hash;
     c->host_of[r] = h;
   }
   free(hosts);
@@ -71,12 +76,14 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
   int force_tcp = !strcasecmp(tps, "tcp");
   if (!force_tcp && strcasecmp(tps, "auto") && strcasecmp(tps, "shm"))
     return comm_error(c, SHARC_ERR_INVALID_ARG,
-                      "init: SHARC_TRANSPORT=%s unknown; use auto, shm or tcp", tps);
+                      "init: SHARC_TRANSPORT=%s unknown; use auto, shm or tcp",
+                      tps);
   int need_tcp = 0;
   for (int r = 0; r < n; r++) {
     int same = c->host_of[r] == c->host_of[c->rank];
     if (same && !force_tcp) {
-      if (r == c->rank) c->local_rank = c->local_size;
+      if (r == c->rank)
+        c->local_rank = c->local_size;
       c->local_ranks[c->local_size++] = r;
       c->tp[r] = &transport_shm;
     } else {
@@ -92,8 +99,10 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
   }
   int64_t nch = param_int(PARAM_NCHANNELS);
   c->nchan = (int)SHARC_MIN(SHARC_MAX(nch, 1), 16);
-  if (c->local_size > 1) CHECK(transport_shm.setup(c));
-  if (need_tcp) CHECK(transport_tcp.setup(c));
+  if (c->local_size > 1)
+    CHECK(transport_shm.setup(c));
+  if (need_tcp)
+    CHECK(transport_tcp.setup(c));
   INFO(SUB_INIT, "comm %016llx: rank %d of %d, local %d of %d, %d hosts, %s",
        (unsigned long long)c->uid, c->rank, c->nranks, c->local_rank,
        c->local_size, c->nhosts, need_tcp ? "tcp+shm" : "shm");
@@ -103,12 +112,14 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
 static sharc_status_t comm_create(bootstrap_env_t *env, sharc_comm_t *out) {
   sharc_status_t st = SHARC_OK;
   struct sharc_comm *c = comm_alloc();
-  if (!c) return err_set(SHARC_ERR_NO_MEM, "init: out of memory");
+  if (!c)
+    return err_set(SHARC_ERR_NO_MEM, "init: out of memory");
   c->rank = env->rank;
   c->nranks = env->nranks;
   memcpy(c->token, env->token, sizeof c->token);
   log_set_rank(env->rank);
-  if (env->host_root) CHECK_GOTO(bootstrap_root_start(env), st, fail);
+  if (env->host_root)
+    CHECK_GOTO(bootstrap_root_start(env), st, fail);
   net_addr_t local;
   CHECK_GOTO(bootstrap_local_addr(env, &local), st, fail);
   net_addr_set_port(&local, 0);
@@ -122,7 +133,8 @@ static sharc_status_t comm_create(bootstrap_env_t *env, sharc_comm_t *out) {
   mine.addr = c->listen_addr;
   c->peers = calloc((size_t)env->nranks, sizeof *c->peers);
   if (!c->peers) {
-    st = err_set(SHARC_ERR_NO_MEM, "init: out of memory for %d ranks", env->nranks);
+    st = err_set(SHARC_ERR_NO_MEM, "init: out of memory for %d ranks",
+                 env->nranks);
     goto fail;
   }
   CHECK_GOTO(bootstrap_rendezvous(env, &mine, c->peers), st, fail);
@@ -141,7 +153,8 @@ fail:
 }
 
 sharc_status_t sharc_comm_init_env(sharc_comm_t *comm) {
-  if (!comm) return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_init_env: comm is NULL");
+  if (!comm)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_init_env: comm is NULL");
   *comm = NULL;
   bootstrap_env_t env;
   CHECK(bootstrap_env_read(&env));
@@ -151,22 +164,27 @@ sharc_status_t sharc_comm_init_env(sharc_comm_t *comm) {
 }
 
 sharc_status_t sharc_get_unique_id(sharc_unique_id_t *id) {
-  if (!id) return err_set(SHARC_ERR_INVALID_ARG, "sharc_get_unique_id: id is NULL");
+  if (!id)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_get_unique_id: id is NULL");
   return bootstrap_unique_id_create(id);
 }
 
 sharc_status_t sharc_comm_init_rank(sharc_comm_t *comm, int nranks,
                                     const sharc_unique_id_t *id, int rank) {
-  if (!comm) return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_init_rank: comm is NULL");
+  if (!comm)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_init_rank: comm is NULL");
   *comm = NULL;
-  if (!id) return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_init_rank: id is NULL");
+  if (!id)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_init_rank: id is NULL");
   if (nranks < 1)
-    return err_set(SHARC_ERR_INVALID_ARG,
-                   "sharc_comm_init_rank: nranks %d; pass the number of ranks (>= 1)",
-                   nranks);
+    return err_set(
+        SHARC_ERR_INVALID_ARG,
+        "sharc_comm_init_rank: nranks %d; pass the number of ranks (>= 1)",
+        nranks);
   if (rank < 0 || rank >= nranks)
     return err_set(SHARC_ERR_INVALID_ARG,
-                   "sharc_comm_init_rank: rank %d outside [0, %d)", rank, nranks);
+                   "sharc_comm_init_rank: rank %d outside [0, %d)", rank,
+                   nranks);
   bootstrap_env_t env;
   memset(&env, 0, sizeof env);
   CHECK(bootstrap_unique_id_parse(id, &env));
@@ -198,14 +216,16 @@ static void sort_members(int *m, int n, const split_info_t *info) {
 
 sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
                                 sharc_comm_t *newcomm) {
-  if (!comm) return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_split: comm is NULL");
+  if (!comm)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_split: comm is NULL");
   if (!newcomm)
-    return comm_error(comm, SHARC_ERR_INVALID_ARG, "sharc_comm_split: newcomm is NULL");
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "sharc_comm_split: newcomm is NULL");
   *newcomm = NULL;
   if (color < 0 && color != SHARC_SPLIT_NOCOLOR)
-    return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "sharc_comm_split: color %d; use >= 0 or SHARC_SPLIT_NOCOLOR",
-                      color);
+    return comm_error(
+        comm, SHARC_ERR_INVALID_ARG,
+        "sharc_comm_split: color %d; use >= 0 or SHARC_SPLIT_NOCOLOR", color);
   sharc_status_t st = SHARC_OK;
   struct sharc_comm *c = NULL;
   split_info_t *all = NULL;
@@ -227,10 +247,12 @@ sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
   /* split_info_t is 4 int32s: exchange as int32 elements. */
   CHECK_GOTO(sharc_all_gather(&mine, all, 4, SHARC_I32, comm, NULL), st, done);
   uint64_t split_no = comm->nsplit++;
-  if (color < 0) goto done;
+  if (color < 0)
+    goto done;
   int n = 0;
   for (int r = 0; r < comm->nranks; r++)
-    if (all[r].color == color) members[n++] = r;
+    if (all[r].color == color)
+      members[n++] = r;
   sort_members(members, n, all);
   c = comm_alloc();
   if (!c) {
@@ -246,7 +268,8 @@ sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
   }
   for (int i = 0; i < n; i++) {
     int pr = members[i];
-    if (pr == comm->rank) c->rank = i;
+    if (pr == comm->rank)
+      c->rank = i;
     c->peers[i] = comm->peers[pr];
     c->peers[i].rank = i;
     net_addr_set_port(&c->peers[i].addr, all[pr].port);
@@ -260,22 +283,26 @@ sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
   *newcomm = c;
   c = NULL;
 done:
-  if (lfd >= 0) close(lfd);
-  if (c) comm_free(c);
+  if (lfd >= 0)
+    close(lfd);
+  if (c)
+    comm_free(c);
   free(all);
   free(members);
   return st;
 }
 
 sharc_status_t sharc_comm_destroy(sharc_comm_t comm) {
-  if (!comm) return SHARC_OK;
+  if (!comm)
+    return SHARC_OK;
   coll_drain(comm);
   comm_free(comm);
   return SHARC_OK;
 }
 
 sharc_status_t sharc_comm_abort(sharc_comm_t comm) {
-  if (!comm) return SHARC_OK;
+  if (!comm)
+    return SHARC_OK;
   comm_fail(comm, comm->rank, SHARC_ERR_ABORTED,
             "the communicator was aborted by sharc_comm_abort");
   coll_drain(comm); /* queued work fails fast once the comm failed */
@@ -285,7 +312,8 @@ sharc_status_t sharc_comm_abort(sharc_comm_t comm) {
 
 #define QUERY(fn, field)                                                       \
   sharc_status_t fn(sharc_comm_t comm, int *out) {                             \
-    if (!comm) return err_set(SHARC_ERR_INVALID_ARG, #fn ": comm is NULL");    \
+    if (!comm)                                                                 \
+      return err_set(SHARC_ERR_INVALID_ARG, #fn ": comm is NULL");             \
     if (!out)                                                                  \
       return comm_error(comm, SHARC_ERR_INVALID_ARG,                           \
                         #fn ": output pointer is NULL");                       \
@@ -300,7 +328,8 @@ QUERY(sharc_comm_nhosts, nhosts)
 #undef QUERY
 
 const char *sharc_comm_last_error(sharc_comm_t comm) {
-  if (!comm) return err_last();
+  if (!comm)
+    return err_last();
   return comm->last_error;
 }
 

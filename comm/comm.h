@@ -34,11 +34,11 @@ struct sharc_comm {
   int local_rank, local_size, nhosts;
   uint64_t uid; /* communicator id: shm names, tcp hellos */
   uint8_t token[SHARC_TOKEN_BYTES];
-  peer_info_t *peers;  /* [nranks] */
-  int *local_ranks;    /* [local_size] comm ranks on this host, ascending */
-  int *host_of;        /* [nranks] host index (0..nhosts-1) */
+  peer_info_t *peers;     /* [nranks] */
+  int *local_ranks;       /* [local_size] comm ranks on this host, ascending */
+  int *host_of;           /* [nranks] host index (0..nhosts-1) */
   const transport_t **tp; /* [nranks] transport used to reach each rank */
-  int nchan;           /* channels per peer */
+  int nchan;              /* channels per peer */
 
   /* tcp: this comm's data listener (created before the rendezvous). */
   int listen_fd;
@@ -49,14 +49,14 @@ struct sharc_comm {
   struct tcp_state *tcp;
 
   /* waiting */
-  wake_word_t *wake;       /* points into the shm segment or wake_private */
+  wake_word_t *wake; /* points into the shm segment or wake_private */
   wake_word_t wake_private;
-  fail_word_t fail;        /* this rank's view of the job failure; `failed`
-                              is set last, once the rest is filled in */
-  _Atomic int fail_claim;  /* first comm_fail caller wins */
+  fail_word_t fail;       /* this rank's view of the job failure; `failed`
+                             is set last, once the rest is filled in */
+  _Atomic int fail_claim; /* first comm_fail caller wins */
 
   /* errors */
-  _Atomic int broken;      /* a transport error made the comm unusable */
+  _Atomic int broken; /* a transport error made the comm unusable */
   sharc_status_t broken_st;
   char broken_msg[512];
   pthread_mutex_t err_lock;
@@ -66,8 +66,8 @@ struct sharc_comm {
   pthread_mutex_t order_lock;
   pthread_cond_t order_cond;
   uint64_t next_ticket, serving;
-  uint64_t seq;     /* collectives executed */
-  uint64_t nsplit;  /* splits done, for child uids */
+  uint64_t seq;    /* collectives executed */
+  uint64_t nsplit; /* splits done, for child uids */
 
   /* scratch for algorithms (TMP buffer) */
   void *tmp;

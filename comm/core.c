@@ -41,8 +41,8 @@ const char *sharc_status_string(sharc_status_t st) {
 static const size_t dtype_sizes[SHARC_DTYPE_COUNT] = {4, 8, 2, 2, 1,
                                                       1, 4, 4, 8, 8};
 static const char *const dtype_names[SHARC_DTYPE_COUNT] = {
-    "float", "double", "half", "bfloat16", "int8",
-    "uint8", "int32",  "uint32", "int64",  "uint64"};
+    "float", "double", "half",   "bfloat16", "int8",
+    "uint8", "int32",  "uint32", "int64",    "uint64"};
 static const char *const op_names[SHARC_OP_COUNT] = {"sum", "prod", "min",
                                                      "max", "avg"};
 
@@ -103,7 +103,8 @@ uint64_t time_ns(void) {
 
 uint64_t timeout_ns(void) {
   int64_t s = param_int(PARAM_TIMEOUT);
-  if (s <= 0) s = 120;
+  if (s <= 0)
+    s = 120;
   return (uint64_t)s * 1000000000ull;
 }
 
@@ -111,7 +112,8 @@ uint64_t timeout_ns(void) {
 
 uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
   const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 0x100000001b3ull;
   return h;
 }
 
@@ -120,12 +122,15 @@ sharc_status_t random_bytes(void *buf, size_t len) {
   while (len > 0) {
     ssize_t n = getrandom(p, len, 0);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return err_set(SHARC_ERR_SYSTEM, "no source of randomness");
+      if (fd < 0)
+        return err_set(SHARC_ERR_SYSTEM, "no source of randomness");
       n = read(fd, p, len);
       close(fd);
-      if (n <= 0) return err_set(SHARC_ERR_SYSTEM, "reading /dev/urandom failed");
+      if (n <= 0)
+        return err_set(SHARC_ERR_SYSTEM, "reading /dev/urandom failed");
     }
     p += n;
     len -= (size_t)n;
@@ -159,14 +164,17 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct {
   const char *name;
   int bit;
-} subsys_names[] = {{"INIT", SUB_INIT}, {"COMM", SUB_COMM}, {"NET", SUB_NET},
-                    {"SHM", SUB_SHM},   {"CUDA", SUB_CUDA}, {"TOPO", SUB_TOPO},
+} subsys_names[] = {{"INIT", SUB_INIT},   {"COMM", SUB_COMM},
+                    {"NET", SUB_NET},     {"SHM", SUB_SHM},
+                    {"CUDA", SUB_CUDA},   {"TOPO", SUB_TOPO},
                     {"SHARD", SUB_SHARD}, {"ALL", SUB_ALL}};
 
 static const char *subsys_name(log_subsys_t sub) {
-  if (sub == SUB_ALL) return "SHARC"; /* errors not tied to one subsystem */
+  if (sub == SUB_ALL)
+    return "SHARC"; /* errors not tied to one subsystem */
   for (size_t i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
-    if (subsys_names[i].bit == (int)sub) return subsys_names[i].name;
+    if (subsys_names[i].bit == (int)sub)
+      return subsys_names[i].name;
   return "SHARC";
 }
 
@@ -188,19 +196,25 @@ static void log_open_file(const char *pattern) {
   path[o] = '\0';
   log_file = fopen(path, "a");
   if (!log_file)
-    fprintf(stderr, "sharc: cannot open SHARC_DEBUG_FILE %s: %s; logging to stderr\n",
+    fprintf(stderr,
+            "sharc: cannot open SHARC_DEBUG_FILE %s: %s; logging to stderr\n",
             path, strerror(errno));
 }
 
 static void log_init(void) {
   const char *lv = param_str(PARAM_DEBUG);
-  if (!strcasecmp(lv, "NONE")) log_level = LOG_NONE;
-  else if (!strcasecmp(lv, "INFO")) log_level = LOG_INFO;
-  else if (!strcasecmp(lv, "TRACE")) log_level = LOG_TRACE;
+  if (!strcasecmp(lv, "NONE"))
+    log_level = LOG_NONE;
+  else if (!strcasecmp(lv, "INFO"))
+    log_level = LOG_INFO;
+  else if (!strcasecmp(lv, "TRACE"))
+    log_level = LOG_TRACE;
   else {
     log_level = LOG_WARN;
     if (strcasecmp(lv, "WARN"))
-      fprintf(stderr, "sharc: SHARC_DEBUG=%s unknown; use NONE, WARN, INFO or TRACE\n", lv);
+      fprintf(stderr,
+              "sharc: SHARC_DEBUG=%s unknown; use NONE, WARN, INFO or TRACE\n",
+              lv);
   }
   char buf[256];
   snprintf(buf, sizeof buf, "%s", param_str(PARAM_DEBUG_SUBSYS));
@@ -214,11 +228,15 @@ static void log_init(void) {
         found = 1;
       }
     if (!found)
-      fprintf(stderr, "sharc: SHARC_DEBUG_SUBSYS entry '%s' unknown; use INIT,COMM,NET,SHM,CUDA,TOPO,SHARD or ALL\n", t);
+      fprintf(stderr,
+              "sharc: SHARC_DEBUG_SUBSYS entry '%s' unknown; use "
+              "INIT,COMM,NET,SHM,CUDA,TOPO,SHARD or ALL\n",
+              t);
   }
   log_subsys = mask ? mask : SUB_ALL;
   const char *f = param_str(PARAM_DEBUG_FILE);
-  if (*f) log_open_file(f);
+  if (*f)
+    log_open_file(f);
 }
 
 int log_enabled(log_level_t lvl, log_subsys_t sub) {
@@ -229,19 +247,21 @@ int log_enabled(log_level_t lvl, log_subsys_t sub) {
 void log_set_rank(int rank) { log_rank = rank; }
 
 void log_msg(log_level_t lvl, log_subsys_t sub, const char *fmt, ...) {
-  if (!log_enabled(lvl, sub)) return;
+  if (!log_enabled(lvl, sub))
+    return;
   char line[2048];
   int r = log_rank;
   int n;
   if (r >= 0)
-    n = snprintf(line, sizeof line, "%s:%d [%d] %s ", host_name(), (int)getpid(), r,
-                 subsys_name(sub));
+    n = snprintf(line, sizeof line, "%s:%d [%d] %s ", host_name(),
+                 (int)getpid(), r, subsys_name(sub));
   else
     n = snprintf(line, sizeof line, "%s:%d [?] %s ", host_name(), (int)getpid(),
                  subsys_name(sub));
   va_list ap;
   va_start(ap, fmt);
-  if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  if (n > 0 && (size_t)n < sizeof line)
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
   va_end(ap);
   pthread_mutex_lock(&log_lock);
   FILE *out = log_file ? log_file : stderr;

@@ -45,11 +45,13 @@ void log_set_rank(int rank);
 #define WARN(sub, ...) log_msg(LOG_WARN, sub, __VA_ARGS__)
 #define INFO(sub, ...)                                                         \
   do {                                                                         \
-    if (log_enabled(LOG_INFO, sub)) log_msg(LOG_INFO, sub, __VA_ARGS__);       \
+    if (log_enabled(LOG_INFO, sub))                                            \
+      log_msg(LOG_INFO, sub, __VA_ARGS__);                                     \
   } while (0)
 #define TRACE(sub, ...)                                                        \
   do {                                                                         \
-    if (log_enabled(LOG_TRACE, sub)) log_msg(LOG_TRACE, sub, __VA_ARGS__);     \
+    if (log_enabled(LOG_TRACE, sub))                                           \
+      log_msg(LOG_TRACE, sub, __VA_ARGS__);                                    \
   } while (0)
 
 /* ---- errors ------------------------------------------------------------- */
@@ -109,8 +111,8 @@ const char *err_last(void);
     "auto (shm on one host, tcp between hosts) or tcp (tcp everywhere)")       \
   X(SHM_FIFO_BYTES, "SHARC_SHM_FIFO_BYTES", "4194304",                         \
     "bytes of each shared-memory FIFO per peer and channel")                   \
-  X(SHM_DIRECT, "SHARC_SHM_DIRECT", "1",                                      \
-    "1: same-host peers read sharc_mem_alloc buffers in place (one copy); "     \
+  X(SHM_DIRECT, "SHARC_SHM_DIRECT", "1",                                       \
+    "1: same-host peers read sharc_mem_alloc buffers in place (one copy); "    \
     "0: always copy through the FIFO")                                         \
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
@@ -125,8 +127,7 @@ const char *err_last(void);
     "(overrides the cost model)")                                              \
   X(ALPHA_US, "SHARC_ALPHA_US", "4",                                           \
     "cost model: latency of one message step, microseconds")                   \
-  X(BETA_GBS, "SHARC_BETA_GBS", "5",                                           \
-    "cost model: per-link bandwidth, GB/s")                                    \
+  X(BETA_GBS, "SHARC_BETA_GBS", "5", "cost model: per-link bandwidth, GB/s")   \
   X(SOCKET_IFNAME, "SHARC_SOCKET_IFNAME", "",                                  \
     "network interface whose address ranks register (default: the route to "   \
     "the rendezvous)")                                                         \
@@ -164,7 +165,8 @@ uint64_t time_ns(void);
 /* SHARC_TIMEOUT in nanoseconds. */
 uint64_t timeout_ns(void);
 
-/* ---- misc ------------------------------------------------------------------ */
+/* ---- misc ------------------------------------------------------------------
+ */
 
 /* Fills buf with len bytes from getrandom(); falls back to /dev/urandom. */
 sharc_status_t random_bytes(void *buf, size_t len);

@@ -62,7 +62,8 @@ static int begin(op_state_t *st, void *const bufs[3], size_t esize) {
                           st->bytes);
   else
     r = c->tp->recv_begin(c, st->bytes, (const void **)&st->dsrc);
-  if (r < 0) return 0;
+  if (r < 0)
+    return 0;
   st->begun = 1;
   st->direct = r;
   return 1;
@@ -77,28 +78,34 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
   transport_conn_t *c = st->conn;
   size_t moved = 0;
   if (!st->begun && c->tp->send_begin) {
-    if (!begin(st, bufs, esize)) return 0;
+    if (!begin(st, bufs, esize))
+      return 0;
     moved = 1;
   }
   if (st->direct) {
     if (o->kind == SCHED_SEND) {
-      if (!c->tp->send_done(c)) return moved;
+      if (!c->tp->send_done(c))
+        return moved;
       st->done = st->wire;
       return moved + 1;
     }
     /* Read the sender's memory in place, a slice per visit. */
     size_t n = SHARC_MIN(st->bytes - st->done, slice);
     n -= n % esize;
-    if (n == 0) n = st->bytes - st->done;
+    if (n == 0)
+      n = st->bytes - st->done;
     if (st->direct == 1) {
       consume(st, bufs, esize, dtype, op, st->dsrc + st->done, n);
     } else if (o->kind == SCHED_RECV) { /* fetched by the transport */
-      if (c->tp->recv_copy(c, buf_at(bufs, o->dst_buf, o->dst_off, esize) + st->done,
-                           st->done, n) != SHARC_OK)
+      if (c->tp->recv_copy(
+              c, buf_at(bufs, o->dst_buf, o->dst_off, esize) + st->done,
+              st->done, n) != SHARC_OK)
         return moved;
     } else {
-      if (!*bounce && !(*bounce = malloc(slice))) return moved;
-      if (c->tp->recv_copy(c, *bounce, st->done, n) != SHARC_OK) return moved;
+      if (!*bounce && !(*bounce = malloc(slice)))
+        return moved;
+      if (c->tp->recv_copy(c, *bounce, st->done, n) != SHARC_OK)
+        return moved;
       consume(st, bufs, esize, dtype, op, *bounce, n);
     }
     st->done += n;
@@ -113,7 +120,8 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
     if (o->kind == SCHED_SEND) {
       void *p;
       size_t n = c->tp->send_space(c, &p);
-      if (n == 0) break;
+      if (n == 0)
+        break;
       n = SHARC_MIN(SHARC_MIN(n, left), slice - moved);
       if (st->done < st->bytes) {
         size_t data = SHARC_MIN(n, st->bytes - st->done);
@@ -128,13 +136,17 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
       n = SHARC_MIN(SHARC_MIN(n, left), slice - moved);
       if (st->done < st->bytes) {
         size_t data = SHARC_MIN(n, st->bytes - st->done);
-        if (o->kind == SCHED_RECV_REDUCE) data -= data % esize; /* whole elements */
-        if (data == 0) break;
+        if (o->kind == SCHED_RECV_REDUCE)
+          data -= data % esize; /* whole elements */
+        if (data == 0)
+          break;
         /* Release only what was consumed, unless the payload ends here. */
-        if (n > data && st->done + data < st->bytes) n = data;
+        if (n > data && st->done + data < st->bytes)
+          n = data;
         consume(st, bufs, esize, dtype, op, p, data);
       }
-      if (n == 0) break;
+      if (n == 0)
+        break;
       c->tp->recv_release(c, n);
       st->done += n;
       moved += n;
@@ -146,7 +158,8 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
 /* Whether an earlier unfinished op of the round uses the same FIFO. */
 static int blocked_by_earlier(const op_state_t *sts, size_t i) {
   for (size_t j = 0; j < i; j++)
-    if (sts[j].conn == sts[i].conn && sts[j].done < sts[j].wire) return 1;
+    if (sts[j].conn == sts[i].conn && sts[j].done < sts[j].wire)
+      return 1;
   return 0;
 }
 
@@ -165,22 +178,24 @@ static void describe_waits(struct sharc_comm *comm, const op_state_t *sts,
   size_t o = 0;
   out[0] = '\0';
   for (size_t i = 0; i < n && o + 80 < len; i++) {
-    if (!sts[i].conn || sts[i].done >= sts[i].wire) continue;
+    if (!sts[i].conn || sts[i].done >= sts[i].wire)
+      continue;
     int p = sts[i].conn->peer;
-    o += (size_t)snprintf(out + o, len - o, "%s%s rank %d (host %s)",
-                          o ? ", " : "",
-                          sts[i].op->kind == SCHED_SEND ? "sending to"
-                                                        : "receiving from",
-                          p, comm->peers[p].host);
+    o += (size_t)snprintf(
+        out + o, len - o, "%s%s rank %d (host %s)", o ? ", " : "",
+        sts[i].op->kind == SCHED_SEND ? "sending to" : "receiving from", p,
+        comm->peers[p].host);
   }
 }
 
 static sharc_status_t check_conns(const op_state_t *sts, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    if (!sts[i].conn || sts[i].done >= sts[i].wire) continue;
+    if (!sts[i].conn || sts[i].done >= sts[i].wire)
+      continue;
     transport_conn_t *c = sts[i].conn;
     sharc_status_t st = c->tp->check(c);
-    if (st != SHARC_OK) return st;
+    if (st != SHARC_OK)
+      return st;
   }
   return SHARC_OK;
 }
@@ -209,8 +224,8 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     }
     st->wire = exec_wire_bytes(st->bytes);
     const transport_t *tp = comm->tp[o->peer];
-    sharc_status_t cst = tp->connect(comm, o->peer, o->chan,
-                                     o->kind == SCHED_SEND, deadline, &st->conn);
+    sharc_status_t cst = tp->connect(
+        comm, o->peer, o->chan, o->kind == SCHED_SEND, deadline, &st->conn);
     if (cst != SHARC_OK) {
       if (!atomic_load(&comm->fail.failed))
         comm_fail(comm, cst == SHARC_ERR_PEER_LOST ? o->peer : -1, cst,
@@ -229,9 +244,11 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     size_t moved = 0;
     int pending = 0;
     for (size_t i = 0; i < n; i++) {
-      if (sts[i].done >= sts[i].wire) continue;
+      if (sts[i].done >= sts[i].wire)
+        continue;
       pending = 1;
-      if (blocked_by_earlier(sts, i)) continue;
+      if (blocked_by_earlier(sts, i))
+        continue;
       moved += advance(&sts[i], bufs, esize, dtype, op, slice, bounce);
     }
     if (moved) {
@@ -239,8 +256,10 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       last_progress = time_ns();
       continue;
     }
-    if (!pending) return SHARC_OK;
-    if (atomic_load(&comm->fail.failed)) return failed_status(comm);
+    if (!pending)
+      return SHARC_OK;
+    if (atomic_load(&comm->fail.failed))
+      return failed_status(comm);
     if (++idle <= spin_max) {
       sched_yield();
       continue;
@@ -255,14 +274,16 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
         snprintf(why, sizeof why, "%s", err_last());
         comm_fail(comm, -1, cst, why);
       }
-      if (atomic_load(&comm->fail.failed)) return failed_status(comm);
+      if (atomic_load(&comm->fail.failed))
+        return failed_status(comm);
     }
     if (now - last_progress >= timeout_ns()) {
       char waits[400];
       describe_waits(comm, sts, n, waits, sizeof waits);
       sharc_status_t st = comm_record(
           comm, SHARC_ERR_TIMEOUT,
-          "collective #%llu: no progress for %llu s while %s (SHARC_TIMEOUT=%s)",
+          "collective #%llu: no progress for %llu s while %s "
+          "(SHARC_TIMEOUT=%s)",
           (unsigned long long)comm->seq,
           (unsigned long long)((now - last_progress) / 1000000000ull), waits,
           param_str(PARAM_TIMEOUT));
@@ -284,12 +305,14 @@ sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
     maxops = SHARC_MAX(maxops, s->round_start[r + 1] - s->round_start[r]);
   op_state_t stack[16];
   op_state_t *sts = maxops <= 16 ? stack : malloc(maxops * sizeof *sts);
-  if (!sts) return comm_error(comm, SHARC_ERR_NO_MEM, "executor: out of memory");
+  if (!sts)
+    return comm_error(comm, SHARC_ERR_NO_MEM, "executor: out of memory");
   sharc_status_t st = SHARC_OK;
   uint8_t *bounce = NULL; /* staging for reductions of cross-memory reads */
   for (size_t r = 0; r < s->nrounds && st == SHARC_OK; r++)
     st = run_round(comm, s, r, sts, bufs, dtype, op, esize, &bounce);
-  if (sts != stack) free(sts);
+  if (sts != stack)
+    free(sts);
   free(bounce);
   return st;
 }

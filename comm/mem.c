@@ -27,34 +27,39 @@ static mem_region_t *mem_regions;
 static uint64_t mem_next_id = 1;
 
 sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes) {
-  if (!ptr) return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_alloc: ptr is NULL");
+  if (!ptr)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_alloc: ptr is NULL");
   *ptr = NULL;
   if (bytes == 0)
     return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_alloc: bytes is 0");
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   if (bytes > SIZE_MAX - page)
-    return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_alloc: %zu bytes is too large", bytes);
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_mem_alloc: %zu bytes is too large", bytes);
   size_t len = (bytes + page - 1) / page * page;
   mem_region_t *r = calloc(1, sizeof *r);
-  if (!r) return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: out of memory");
+  if (!r)
+    return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: out of memory");
   r->fd = memfd_create("sharc-mem", MFD_CLOEXEC);
   if (r->fd < 0) {
     free(r);
-    return err_set(SHARC_ERR_SYSTEM, "sharc_mem_alloc: memfd_create: %s", strerror(errno));
+    return err_set(SHARC_ERR_SYSTEM, "sharc_mem_alloc: memfd_create: %s",
+                   strerror(errno));
   }
   if (ftruncate(r->fd, (off_t)len) != 0) {
     int e = errno;
     close(r->fd);
     free(r);
-    return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: %zu bytes: %s", bytes, strerror(e));
+    return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: %zu bytes: %s", bytes,
+                   strerror(e));
   }
   r->ptr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
   if (r->ptr == MAP_FAILED) {
     int e = errno;
     close(r->fd);
     free(r);
-    return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: mapping %zu bytes: %s", bytes,
-                   strerror(e));
+    return err_set(SHARC_ERR_NO_MEM, "sharc_mem_alloc: mapping %zu bytes: %s",
+                   bytes, strerror(e));
   }
   r->bytes = len;
   pthread_mutex_lock(&mem_lock);
@@ -67,16 +72,20 @@ sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes) {
 }
 
 sharc_status_t sharc_mem_free(void *ptr) {
-  if (!ptr) return SHARC_OK;
+  if (!ptr)
+    return SHARC_OK;
   pthread_mutex_lock(&mem_lock);
   mem_region_t **pp = &mem_regions;
-  while (*pp && (*pp)->ptr != ptr) pp = &(*pp)->next;
+  while (*pp && (*pp)->ptr != ptr)
+    pp = &(*pp)->next;
   mem_region_t *r = *pp;
-  if (r) *pp = r->next;
+  if (r)
+    *pp = r->next;
   pthread_mutex_unlock(&mem_lock);
   if (!r)
     return err_set(SHARC_ERR_INVALID_ARG,
-                   "sharc_mem_free: %p was not returned by sharc_mem_alloc", ptr);
+                   "sharc_mem_free: %p was not returned by sharc_mem_alloc",
+                   ptr);
   if (r->fd < 0) {
     pthread_mutex_lock(&mem_lock); /* registered, not allocated: put back */
     r->next = mem_regions;
@@ -84,7 +93,8 @@ sharc_status_t sharc_mem_free(void *ptr) {
     pthread_mutex_unlock(&mem_lock);
     return err_set(SHARC_ERR_INVALID_ARG,
                    "sharc_mem_free: %p was registered, not allocated; use "
-                   "sharc_mem_deregister", ptr);
+                   "sharc_mem_deregister",
+                   ptr);
   }
   munmap(r->ptr, r->bytes);
   close(r->fd);
@@ -99,9 +109,11 @@ sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
   uintptr_t a = (uintptr_t)ptr;
   if (bytes > UINTPTR_MAX - a)
     return err_set(SHARC_ERR_INVALID_ARG,
-                   "sharc_mem_register: %zu bytes at %p wrap the address space", bytes, ptr);
+                   "sharc_mem_register: %zu bytes at %p wrap the address space",
+                   bytes, ptr);
   mem_region_t *r = calloc(1, sizeof *r);
-  if (!r) return err_set(SHARC_ERR_NO_MEM, "sharc_mem_register: out of memory");
+  if (!r)
+    return err_set(SHARC_ERR_NO_MEM, "sharc_mem_register: out of memory");
   pthread_mutex_lock(&mem_lock);
   for (mem_region_t *q = mem_regions; q; q = q->next) {
     uintptr_t b = (uintptr_t)q->ptr;
@@ -110,7 +122,8 @@ sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
       free(r);
       return err_set(SHARC_ERR_INVALID_ARG,
                      "sharc_mem_register: [%p, +%zu) overlaps the region at %p "
-                     "(%zu bytes) already known to sharc", ptr, bytes, q->ptr, q->bytes);
+                     "(%zu bytes) already known to sharc",
+                     ptr, bytes, q->ptr, q->bytes);
     }
   }
   *r = (mem_region_t){mem_regions, ptr, bytes, -1, mem_next_id++};
@@ -122,14 +135,17 @@ sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
 sharc_status_t sharc_mem_deregister(void *ptr) {
   pthread_mutex_lock(&mem_lock);
   mem_region_t **pp = &mem_regions;
-  while (*pp && !((*pp)->ptr == ptr && (*pp)->fd < 0)) pp = &(*pp)->next;
+  while (*pp && !((*pp)->ptr == ptr && (*pp)->fd < 0))
+    pp = &(*pp)->next;
   mem_region_t *r = *pp;
-  if (r) *pp = r->next;
+  if (r)
+    *pp = r->next;
   pthread_mutex_unlock(&mem_lock);
   if (!r)
-    return err_set(SHARC_ERR_INVALID_ARG,
-                   "sharc_mem_deregister: %p was not registered with sharc_mem_register",
-                   ptr);
+    return err_set(
+        SHARC_ERR_INVALID_ARG,
+        "sharc_mem_deregister: %p was not registered with sharc_mem_register",
+        ptr);
   free(r);
   return SHARC_OK;
 }

@@ -42,15 +42,13 @@ sharc_status_t net_accept(int lfd, uint64_t deadline_ns, int *fd,
                           net_addr_t *peer);
 /* Connects, retrying refused/unreachable until the deadline (the listener
  * may not be up yet). Returned fd is blocking, close-on-exec, TCP_NODELAY. */
-sharc_status_t net_connect(const net_addr_t *a, uint64_t deadline_ns,
-                           int *fd);
+sharc_status_t net_connect(const net_addr_t *a, uint64_t deadline_ns, int *fd);
 /* Whole-buffer send/receive on a blocking or non-blocking fd, polling
  * until the deadline. A closed peer gives SHARC_ERR_NET ("connection
  * closed"). */
 sharc_status_t net_send_all(int fd, const void *buf, size_t n,
                             uint64_t deadline_ns);
-sharc_status_t net_recv_all(int fd, void *buf, size_t n,
-                            uint64_t deadline_ns);
+sharc_status_t net_recv_all(int fd, void *buf, size_t n, uint64_t deadline_ns);
 /* The local address of a connected socket (the interface that routes to
  * the peer), port cleared. */
 sharc_status_t net_local_addr(int fd, net_addr_t *out);

@@ -29,19 +29,24 @@ void sched_free(sched_t *s) {
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 1;
+  if (need <= *cap)
+    return 1;
   size_t ncap = *cap ? *cap * 2 : 16;
-  while (ncap < need) ncap *= 2;
+  while (ncap < need)
+    ncap *= 2;
   void *q = realloc(*p, ncap * elem);
-  if (!q) return 0;
+  if (!q)
+    return 0;
   *p = q;
   *cap = ncap;
   return 1;
 }
 
 void sched_round(sched_t *s) {
-  if (s->oom) return;
-  if (s->nrounds > 0 && s->round_start[s->nrounds - 1] == s->nops) return;
+  if (s->oom)
+    return;
+  if (s->nrounds > 0 && s->round_start[s->nrounds - 1] == s->nops)
+    return;
   if (!grow((void **)&s->round_start, &s->rounds_cap, s->nrounds + 2,
             sizeof *s->round_start)) {
     s->oom = 1;
@@ -53,9 +58,12 @@ void sched_round(sched_t *s) {
 }
 
 static void append(sched_t *s, const sched_op_t *op) {
-  if (op->count == 0 || s->oom) return; /* both sides drop empty transfers */
-  if (s->nrounds == 0) sched_round(s);
-  if (s->oom) return;
+  if (op->count == 0 || s->oom)
+    return; /* both sides drop empty transfers */
+  if (s->nrounds == 0)
+    sched_round(s);
+  if (s->oom)
+    return;
   if (!grow((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof *s->ops)) {
     s->oom = 1;
     return;
@@ -66,18 +74,26 @@ static void append(sched_t *s, const sched_op_t *op) {
 
 void sched_send(sched_t *s, int peer, int chan, sched_buf_t src, size_t off,
                 size_t count) {
-  sched_op_t op = {.kind = SCHED_SEND, .chan = (uint8_t)chan,
-                   .src_buf = (uint8_t)src, .dst_buf = (uint8_t)src,
-                   .peer = peer, .src_off = off, .dst_off = 0,
+  sched_op_t op = {.kind = SCHED_SEND,
+                   .chan = (uint8_t)chan,
+                   .src_buf = (uint8_t)src,
+                   .dst_buf = (uint8_t)src,
+                   .peer = peer,
+                   .src_off = off,
+                   .dst_off = 0,
                    .count = count};
   append(s, &op);
 }
 
 void sched_recv(sched_t *s, int peer, int chan, sched_buf_t dst, size_t off,
                 size_t count) {
-  sched_op_t op = {.kind = SCHED_RECV, .chan = (uint8_t)chan,
-                   .src_buf = (uint8_t)dst, .dst_buf = (uint8_t)dst,
-                   .peer = peer, .src_off = 0, .dst_off = off,
+  sched_op_t op = {.kind = SCHED_RECV,
+                   .chan = (uint8_t)chan,
+                   .src_buf = (uint8_t)dst,
+                   .dst_buf = (uint8_t)dst,
+                   .peer = peer,
+                   .src_off = 0,
+                   .dst_off = off,
                    .count = count};
   append(s, &op);
 }
@@ -85,18 +101,27 @@ void sched_recv(sched_t *s, int peer, int chan, sched_buf_t dst, size_t off,
 void sched_recv_reduce(sched_t *s, int peer, int chan, sched_buf_t src,
                        size_t src_off, sched_buf_t dst, size_t dst_off,
                        size_t count) {
-  sched_op_t op = {.kind = SCHED_RECV_REDUCE, .chan = (uint8_t)chan,
-                   .src_buf = (uint8_t)src, .dst_buf = (uint8_t)dst,
-                   .peer = peer, .src_off = src_off, .dst_off = dst_off,
+  sched_op_t op = {.kind = SCHED_RECV_REDUCE,
+                   .chan = (uint8_t)chan,
+                   .src_buf = (uint8_t)src,
+                   .dst_buf = (uint8_t)dst,
+                   .peer = peer,
+                   .src_off = src_off,
+                   .dst_off = dst_off,
                    .count = count};
   append(s, &op);
 }
 
 void sched_copy(sched_t *s, sched_buf_t src, size_t src_off, sched_buf_t dst,
                 size_t dst_off, size_t count) {
-  sched_op_t op = {.kind = SCHED_COPY, .chan = 0, .src_buf = (uint8_t)src,
-                   .dst_buf = (uint8_t)dst, .peer = -1, .src_off = src_off,
-                   .dst_off = dst_off, .count = count};
+  sched_op_t op = {.kind = SCHED_COPY,
+                   .chan = 0,
+                   .src_buf = (uint8_t)src,
+                   .dst_buf = (uint8_t)dst,
+                   .peer = -1,
+                   .src_off = src_off,
+                   .dst_off = dst_off,
+                   .count = count};
   append(s, &op);
 }
 
@@ -107,7 +132,8 @@ sharc_status_t sched_finish(sched_t *s) {
                    s->nops, s->nrounds);
   if (s->nrounds > 0 && s->round_start[s->nrounds - 1] == s->nops)
     s->nrounds--; /* trailing empty round; round_start[nrounds] stays nops */
-  if (s->nchan < 1) s->nchan = 1;
+  if (s->nchan < 1)
+    s->nchan = 1;
   return SHARC_OK;
 }
 
@@ -203,23 +229,29 @@ static double msg(double bytes, double alpha, double bw) {
 /* Pipelined over `depth` hops in chunks: (depth - 1 + k) chunk steps. */
 static double pipelined(double bytes, int depth, double alpha, double bw,
                         double per_step_factor) {
-  if (depth <= 0) return 0;
+  if (depth <= 0)
+    return 0;
   double k = ceil(bytes / COST_CHUNK_BYTES);
-  if (k < 1) k = 1;
+  if (k < 1)
+    k = 1;
   double chunk = bytes / k;
   return (depth - 1 + k) * (alpha + per_step_factor * chunk / bw);
 }
 
 double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
                      size_t bytes, double alpha_us, double beta_gbs) {
-  if (!sched_algo_supports(algo, coll)) return INFINITY;
-  if (nranks <= 1) return 0;
-  if (beta_gbs <= 0) beta_gbs = 1e-9;
+  if (!sched_algo_supports(algo, coll))
+    return INFINITY;
+  if (nranks <= 1)
+    return 0;
+  if (beta_gbs <= 0)
+    beta_gbs = 1e-9;
   int n = nranks, p = pow2_floor(n), lp = log2_ceil(p), ln = log2_ceil(n);
   int fold = n != p;
   double a = alpha_us, bw = beta_gbs * 1e3, B = (double)bytes;
   double farbw = bw / FAR_PENALTY;
-  if (coll != SCHED_BARRIER && bytes == 0) return 0;
+  if (coll != SCHED_BARRIER && bytes == 0)
+    return 0;
   switch (algo) {
   case SCHED_ALGO_RING:
     switch (coll) {
@@ -276,7 +308,8 @@ sched_algo_t sched_pick(sched_coll_t coll, int nranks, size_t bytes,
   sched_algo_t best = SCHED_ALGO_RING;
   double best_cost = INFINITY;
   for (int al = 0; al < SCHED_ALGO_COUNT; al++) {
-    if (!sched_algo_supports((sched_algo_t)al, coll)) continue;
+    if (!sched_algo_supports((sched_algo_t)al, coll))
+      continue;
     double c = sched_cost_us((sched_algo_t)al, coll, nranks, bytes, alpha_us,
                              beta_gbs);
     if (c < best_cost) {

@@ -81,10 +81,10 @@ typedef struct {
   /* NCCL semantics: all-gather sendcount per rank; reduce-scatter recvcount
    * per rank; all-reduce and broadcast the whole count. Barrier: ignored. */
   size_t count;
-  int root;      /* broadcast */
-  int inplace;   /* see sharc.h for where the in-place sendbuf lies */
-  int nchan;     /* channels the algorithm may use (>= 1) */
-  size_t chunk;  /* pipelining unit in elements for tree algorithms (>= 1) */
+  int root;     /* broadcast */
+  int inplace;  /* see sharc.h for where the in-place sendbuf lies */
+  int nchan;    /* channels the algorithm may use (>= 1) */
+  size_t chunk; /* pipelining unit in elements for tree algorithms (>= 1) */
 } sched_args_t;
 
 /* ---- building (used by the algorithm files) ---- */

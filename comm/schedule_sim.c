@@ -53,13 +53,11 @@ typedef struct {
   char hdr[256];
 } sim_t;
 
-static const char *const kind_names[] = {"SEND", "RECV", "RECV_REDUCE",
-                                         "COPY"};
+static const char *const kind_names[] = {"SEND", "RECV", "RECV_REDUCE", "COPY"};
 static const char *const buf_names[] = {"SEND", "RECV", "TMP"};
 
 static int is_float(sharc_dtype_t d) {
-  return d == SHARC_F32 || d == SHARC_F64 || d == SHARC_F16 ||
-         d == SHARC_BF16;
+  return d == SHARC_F32 || d == SHARC_F64 || d == SHARC_F16 || d == SHARC_BF16;
 }
 static int is_signed(sharc_dtype_t d) {
   return d == SHARC_I8 || d == SHARC_I32 || d == SHARC_I64;
@@ -88,14 +86,17 @@ static double gen(const sim_t *m, int rank, size_t idx) {
     return is_signed(d) ? (double)(h % 3) - 1.0 : (double)(h % 3);
   case SHARC_PROD: {
     size_t t = ((size_t)rank + idx) % 16;
-    if (t == 0) return 2.0;
-    if (t == 8 && is_float(d)) return 0.5;
+    if (t == 0)
+      return 2.0;
+    if (t == 8 && is_float(d))
+      return 0.5;
     if ((is_float(d) || is_signed(d)) && ((size_t)rank * 3 + idx) % 5 == 1)
       return -1.0;
     return 1.0;
   }
   default: /* MIN, MAX */
-    if (is_float(d)) return ((double)(h % 13) - 6.0) * 0.25;
+    if (is_float(d))
+      return ((double)(h % 13) - 6.0) * 0.25;
     return is_signed(d) ? (double)(h % 13) - 6.0 : (double)(h % 13);
   }
 }
@@ -103,43 +104,80 @@ static double gen(const sim_t *m, int rank, size_t idx) {
 /* Stores v (integral for integer types) as element i of p. */
 static void store(sharc_dtype_t d, void *p, size_t i, double v) {
   switch (d) {
-  case SHARC_F32: ((float *)p)[i] = (float)v; break;
-  case SHARC_F64: ((double *)p)[i] = v; break;
-  case SHARC_F16: ((uint16_t *)p)[i] = kernel_f32_to_f16((float)v); break;
-  case SHARC_BF16: ((uint16_t *)p)[i] = kernel_f32_to_bf16((float)v); break;
-  case SHARC_I8: ((int8_t *)p)[i] = (int8_t)(int64_t)v; break;
-  case SHARC_U8: ((uint8_t *)p)[i] = (uint8_t)(int64_t)v; break;
-  case SHARC_I32: ((int32_t *)p)[i] = (int32_t)(int64_t)v; break;
-  case SHARC_U32: ((uint32_t *)p)[i] = (uint32_t)(int64_t)v; break;
-  case SHARC_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-  case SHARC_U64: ((uint64_t *)p)[i] = (uint64_t)(int64_t)v; break;
-  default: break;
+  case SHARC_F32:
+    ((float *)p)[i] = (float)v;
+    break;
+  case SHARC_F64:
+    ((double *)p)[i] = v;
+    break;
+  case SHARC_F16:
+    ((uint16_t *)p)[i] = kernel_f32_to_f16((float)v);
+    break;
+  case SHARC_BF16:
+    ((uint16_t *)p)[i] = kernel_f32_to_bf16((float)v);
+    break;
+  case SHARC_I8:
+    ((int8_t *)p)[i] = (int8_t)(int64_t)v;
+    break;
+  case SHARC_U8:
+    ((uint8_t *)p)[i] = (uint8_t)(int64_t)v;
+    break;
+  case SHARC_I32:
+    ((int32_t *)p)[i] = (int32_t)(int64_t)v;
+    break;
+  case SHARC_U32:
+    ((uint32_t *)p)[i] = (uint32_t)(int64_t)v;
+    break;
+  case SHARC_I64:
+    ((int64_t *)p)[i] = (int64_t)v;
+    break;
+  case SHARC_U64:
+    ((uint64_t *)p)[i] = (uint64_t)(int64_t)v;
+    break;
+  default:
+    break;
   }
 }
 
 static double load(sharc_dtype_t d, const void *p, size_t i) {
   switch (d) {
-  case SHARC_F32: return ((const float *)p)[i];
-  case SHARC_F64: return ((const double *)p)[i];
-  case SHARC_F16: return kernel_f16_to_f32(((const uint16_t *)p)[i]);
-  case SHARC_BF16: return kernel_bf16_to_f32(((const uint16_t *)p)[i]);
-  case SHARC_I8: return ((const int8_t *)p)[i];
-  case SHARC_U8: return ((const uint8_t *)p)[i];
-  case SHARC_I32: return ((const int32_t *)p)[i];
-  case SHARC_U32: return ((const uint32_t *)p)[i];
-  case SHARC_I64: return (double)((const int64_t *)p)[i];
-  case SHARC_U64: return (double)((const uint64_t *)p)[i];
-  default: return 0;
+  case SHARC_F32:
+    return ((const float *)p)[i];
+  case SHARC_F64:
+    return ((const double *)p)[i];
+  case SHARC_F16:
+    return kernel_f16_to_f32(((const uint16_t *)p)[i]);
+  case SHARC_BF16:
+    return kernel_bf16_to_f32(((const uint16_t *)p)[i]);
+  case SHARC_I8:
+    return ((const int8_t *)p)[i];
+  case SHARC_U8:
+    return ((const uint8_t *)p)[i];
+  case SHARC_I32:
+    return ((const int32_t *)p)[i];
+  case SHARC_U32:
+    return ((const uint32_t *)p)[i];
+  case SHARC_I64:
+    return (double)((const int64_t *)p)[i];
+  case SHARC_U64:
+    return (double)((const uint64_t *)p)[i];
+  default:
+    return 0;
   }
 }
 
 static double tolerance(sharc_dtype_t d) {
   switch (d) {
-  case SHARC_F32: return 1e-5;
-  case SHARC_F64: return 1e-12;
-  case SHARC_F16: return 1e-2;
-  case SHARC_BF16: return 5e-2;
-  default: return 0;
+  case SHARC_F32:
+    return 1e-5;
+  case SHARC_F64:
+    return 1e-12;
+  case SHARC_F16:
+    return 1e-2;
+  case SHARC_BF16:
+    return 5e-2;
+  default:
+    return 0;
   }
 }
 
@@ -151,23 +189,40 @@ static double reference(const sim_t *m, size_t idx) {
     for (int r = 1; r < n; r++) {
       int64_t v = (int64_t)gen(m, r, idx);
       switch (m->op) {
-      case SHARC_PROD: acc *= v; break;
-      case SHARC_MIN: acc = v < acc ? v : acc; break;
-      case SHARC_MAX: acc = v > acc ? v : acc; break;
-      default: acc += v; break;
+      case SHARC_PROD:
+        acc *= v;
+        break;
+      case SHARC_MIN:
+        acc = v < acc ? v : acc;
+        break;
+      case SHARC_MAX:
+        acc = v > acc ? v : acc;
+        break;
+      default:
+        acc += v;
+        break;
       }
     }
-    if (m->op == SHARC_AVG) acc /= n; /* truncates toward zero, as C */
+    if (m->op == SHARC_AVG)
+      acc /= n; /* truncates toward zero, as C */
     return (double)acc;
   }
   double acc = gen(m, 0, idx);
   for (int r = 1; r < n; r++) {
     double v = gen(m, r, idx);
     switch (m->op) {
-    case SHARC_PROD: acc *= v; break;
-    case SHARC_MIN: acc = fmin(acc, v); break;
-    case SHARC_MAX: acc = fmax(acc, v); break;
-    default: acc += v; break;
+    case SHARC_PROD:
+      acc *= v;
+      break;
+    case SHARC_MIN:
+      acc = fmin(acc, v);
+      break;
+    case SHARC_MAX:
+      acc = fmax(acc, v);
+      break;
+    default:
+      acc += v;
+      break;
     }
   }
   return m->op == SHARC_AVG ? acc / n : acc;
@@ -181,11 +236,24 @@ static sharc_status_t alloc_rank(sim_t *m, int r) {
   size_t n = (size_t)m->n, c = a->count, es = m->es;
   size_t sl = 0, rl = 0;
   switch (a->coll) {
-  case SCHED_ALL_GATHER: sl = c; rl = n * c; break;
-  case SCHED_REDUCE_SCATTER: sl = n * c; rl = c; break;
-  case SCHED_ALL_REDUCE: sl = c; rl = c; break;
-  case SCHED_BROADCAST: sl = r == a->root ? c : 0; rl = c; break;
-  default: break;
+  case SCHED_ALL_GATHER:
+    sl = c;
+    rl = n * c;
+    break;
+  case SCHED_REDUCE_SCATTER:
+    sl = n * c;
+    rl = c;
+    break;
+  case SCHED_ALL_REDUCE:
+    sl = c;
+    rl = c;
+    break;
+  case SCHED_BROADCAST:
+    sl = r == a->root ? c : 0;
+    rl = c;
+    break;
+  default:
+    break;
   }
   st->len[SCHED_BUF_SEND] = sl;
   st->len[SCHED_BUF_RECV] = rl;
@@ -193,9 +261,10 @@ static sharc_status_t alloc_rank(sim_t *m, int r) {
   int alias = a->inplace && a->coll != SCHED_BARRIER;
   /* the larger of an aliased pair owns the memory */
   int owner = alias && a->coll == SCHED_REDUCE_SCATTER ? SCHED_BUF_SEND
-                                                        : SCHED_BUF_RECV;
+                                                       : SCHED_BUF_RECV;
   for (int b = 0; b < 3; b++) {
-    if (alias && b != owner && b != SCHED_BUF_TMP) continue;
+    if (alias && b != owner && b != SCHED_BUF_TMP)
+      continue;
     st->own[b] = malloc(st->len[b] * es + 1);
     if (!st->own[b])
       return err_set(SHARC_ERR_NO_MEM, "%s: no memory for rank %d buffers",
@@ -217,8 +286,8 @@ static sharc_status_t alloc_rank(sim_t *m, int r) {
   st->know = (uint64_t)1 << r;
   st->done = calloc(m->s[r].nops + 1, 1);
   if (!st->done)
-    return err_set(SHARC_ERR_NO_MEM, "%s: no memory for rank %d state",
-                   m->hdr, r);
+    return err_set(SHARC_ERR_NO_MEM, "%s: no memory for rank %d state", m->hdr,
+                   r);
   return SHARC_OK;
 }
 
@@ -247,12 +316,14 @@ static sharc_status_t check_range(const sim_t *m, int r, size_t i, int b,
   if (write && b == SCHED_BUF_SEND)
     return err_set(SHARC_ERR_INTERNAL,
                    "%s: rank %d op %zu writes SEND (user input is read-only; "
-                   "address RECV or TMP)", m->hdr, r, i);
+                   "address RECV or TMP)",
+                   m->hdr, r, i);
   if (off > st->len[b] || count > st->len[b] - off)
     return err_set(SHARC_ERR_INTERNAL,
                    "%s: rank %d op %zu %s %s[%zu, +%zu) but it has %zu "
-                   "elements%s", m->hdr, r, i, write ? "writes" : "reads",
-                   buf_names[b], off, count, st->len[b],
+                   "elements%s",
+                   m->hdr, r, i, write ? "writes" : "reads", buf_names[b], off,
+                   count, st->len[b],
                    m->a->coll == SCHED_BROADCAST && b == SCHED_BUF_SEND
                        ? " (non-root broadcast ranks own no SEND)"
                        : "");
@@ -264,14 +335,15 @@ static sharc_status_t check_static(const sim_t *m, int r) {
   for (size_t i = 0; i < s->nops; i++) {
     const sched_op_t *o = &s->ops[i];
     if (o->kind > SCHED_COPY)
-      return err_set(SHARC_ERR_INTERNAL, "%s: rank %d op %zu: kind %d",
-                     m->hdr, r, i, o->kind);
+      return err_set(SHARC_ERR_INTERNAL, "%s: rank %d op %zu: kind %d", m->hdr,
+                     r, i, o->kind);
     if (o->kind != SCHED_COPY &&
         (o->peer < 0 || o->peer >= m->n || o->peer == r || o->chan >= s->nchan))
       return err_set(SHARC_ERR_INTERNAL,
                      "%s: rank %d op %zu %s: peer %d chan %d invalid (%d "
-                     "ranks, %d channels)", m->hdr, r, i, kind_names[o->kind],
-                     o->peer, o->chan, m->n, s->nchan);
+                     "ranks, %d channels)",
+                     m->hdr, r, i, kind_names[o->kind], o->peer, o->chan, m->n,
+                     s->nchan);
     if (o->kind != SCHED_RECV)
       CHECK(check_range(m, r, i, o->src_buf, o->src_off, o->count, 0));
     if (o->kind != SCHED_SEND)
@@ -282,9 +354,9 @@ static sharc_status_t check_static(const sim_t *m, int r) {
       if (overlap(x, y) && (o->kind == SCHED_COPY || x.lo != y.lo))
         return err_set(SHARC_ERR_INTERNAL,
                        "%s: rank %d op %zu %s: source %s[%zu] and "
-                       "destination %s[%zu] (+%zu) overlap", m->hdr, r, i,
-                       kind_names[o->kind], buf_names[o->src_buf], o->src_off,
-                       buf_names[o->dst_buf], o->dst_off, o->count);
+                       "destination %s[%zu] (+%zu) overlap",
+                       m->hdr, r, i, kind_names[o->kind], buf_names[o->src_buf],
+                       o->src_off, buf_names[o->dst_buf], o->dst_off, o->count);
     }
   }
   for (size_t k = 0; k < s->nrounds; k++) {
@@ -298,15 +370,16 @@ static sharc_status_t check_static(const sim_t *m, int r) {
         span_t yr = span(m, r, y->src_buf, y->src_off, y->count);
         span_t yw = span(m, r, y->dst_buf, y->dst_off, y->count);
         int yreads = y->kind != SCHED_RECV, ywrites = y->kind != SCHED_SEND;
-        if ((xwrites && ((yreads && overlap(xw, yr)) ||
-                         (ywrites && overlap(xw, yw)))) ||
+        if ((xwrites &&
+             ((yreads && overlap(xw, yr)) || (ywrites && overlap(xw, yw)))) ||
             (ywrites && xreads && overlap(yw, xr)))
           return err_set(SHARC_ERR_INTERNAL,
                          "%s: hazard on rank %d round %zu: op %zu (%s peer "
                          "%d %s[%zu]/%s[%zu] +%zu) and op %zu (%s peer %d "
                          "%s[%zu]/%s[%zu] +%zu) touch the same bytes and one "
-                         "writes", m->hdr, r, k, i, kind_names[x->kind],
-                         x->peer, buf_names[x->src_buf], x->src_off,
+                         "writes",
+                         m->hdr, r, k, i, kind_names[x->kind], x->peer,
+                         buf_names[x->src_buf], x->src_off,
                          buf_names[x->dst_buf], x->dst_off, x->count, j,
                          kind_names[y->kind], y->peer, buf_names[y->src_buf],
                          y->src_off, buf_names[y->dst_buf], y->dst_off,
@@ -339,7 +412,8 @@ static int is_head(const sim_t *m, int r, size_t i) {
 static size_t active_send(const sim_t *m, int from, int to, int chan) {
   const sched_t *s = &m->s[from];
   size_t k = m->st[from].round;
-  if (k >= s->nrounds) return SIZE_MAX;
+  if (k >= s->nrounds)
+    return SIZE_MAX;
   for (size_t j = s->round_start[k]; j < s->round_start[k + 1]; j++) {
     const sched_op_t *p = &s->ops[j];
     if (!m->st[from].done[j] && p->kind == SCHED_SEND && p->peer == to &&
@@ -357,22 +431,26 @@ static void deadlock_report(const sim_t *m) {
   for (int r = 0; r < m->n && shown < 6; r++) {
     const sched_t *s = &m->s[r];
     size_t k = m->st[r].round;
-    if (k >= s->nrounds) continue;
+    if (k >= s->nrounds)
+      continue;
     for (size_t j = s->round_start[k]; j < s->round_start[k + 1]; j++) {
-      if (m->st[r].done[j]) continue;
+      if (m->st[r].done[j])
+        continue;
       const sched_op_t *o = &s->ops[j];
       int w = snprintf(msg + len, sizeof msg - len,
                        "%srank %d round %zu/%zu waits on %s %s %d chan %d "
-                       "count %zu", shown ? "; " : "", r, k, s->nrounds,
-                       kind_names[o->kind], o->kind == SCHED_SEND ? "to" : "from",
-                       o->peer, o->chan, o->count);
-      if (w > 0 && (size_t)w < sizeof msg - len) len += (size_t)w;
+                       "count %zu",
+                       shown ? "; " : "", r, k, s->nrounds, kind_names[o->kind],
+                       o->kind == SCHED_SEND ? "to" : "from", o->peer, o->chan,
+                       o->count);
+      if (w > 0 && (size_t)w < sizeof msg - len)
+        len += (size_t)w;
       shown++;
       break;
     }
   }
-  err_set(SHARC_ERR_INTERNAL, "%s: deadlock: no rank can progress: %s",
-          m->hdr, msg);
+  err_set(SHARC_ERR_INTERNAL, "%s: deadlock: no rank can progress: %s", m->hdr,
+          msg);
 }
 
 static sharc_status_t run(sim_t *m) {
@@ -382,12 +460,14 @@ static sharc_status_t run(sim_t *m) {
     for (int r = 0; r < m->n; r++) {
       const sched_t *s = &m->s[r];
       rstate_t *st = &m->st[r];
-      if (st->round >= s->nrounds) continue;
+      if (st->round >= s->nrounds)
+        continue;
       alive = 1;
       int left = 0;
       for (size_t i = s->round_start[st->round];
            i < s->round_start[st->round + 1]; i++) {
-        if (st->done[i]) continue;
+        if (st->done[i])
+          continue;
         const sched_op_t *o = &s->ops[i];
         if (o->kind == SCHED_COPY) {
           memmove(st->buf[o->dst_buf] + o->dst_off * m->es,
@@ -411,8 +491,8 @@ static sharc_status_t run(sim_t *m) {
           return err_set(SHARC_ERR_MISMATCH,
                          "%s: FIFO mismatch rank %d -> %d chan %d: SEND "
                          "(op %zu, round %zu) has %zu elements but %s (op "
-                         "%zu, round %zu) expects %zu", m->hdr, o->peer, r,
-                         o->chan, j, ps->round, so->count,
+                         "%zu, round %zu) expects %zu",
+                         m->hdr, o->peer, r, o->chan, j, ps->round, so->count,
                          kind_names[o->kind], i, st->round, o->count);
         const uint8_t *in = ps->buf[so->src_buf] + so->src_off * m->es;
         uint8_t *dst = st->buf[o->dst_buf] + o->dst_off * m->es;
@@ -438,7 +518,8 @@ static sharc_status_t run(sim_t *m) {
         }
       }
     }
-    if (!alive) return SHARC_OK;
+    if (!alive)
+      return SHARC_OK;
     if (!progress) {
       deadlock_report(m);
       return SHARC_ERR_INTERNAL;
@@ -448,11 +529,12 @@ static sharc_status_t run(sim_t *m) {
 
 /* ---- result check ---- */
 
-static sharc_status_t mismatch(const sim_t *m, int r, size_t idx,
-                               double expect, double got) {
+static sharc_status_t mismatch(const sim_t *m, int r, size_t idx, double expect,
+                               double got) {
   return err_set(SHARC_ERR_INTERNAL,
                  "%s: wrong result on rank %d index %zu: expected %.9g got "
-                 "%.9g", m->hdr, r, idx, expect, got);
+                 "%.9g",
+                 m->hdr, r, idx, expect, got);
 }
 
 static sharc_status_t check_result(sim_t *m, int bitwise_equal) {
@@ -466,8 +548,8 @@ static sharc_status_t check_result(sim_t *m, int bitwise_equal) {
       if (m->st[r].know != all)
         return err_set(SHARC_ERR_INTERNAL,
                        "%s: rank %d left the barrier without hearing from "
-                       "every rank (heard mask 0x%llx)", m->hdr, r,
-                       (unsigned long long)m->st[r].know);
+                       "every rank (heard mask 0x%llx)",
+                       m->hdr, r, (unsigned long long)m->st[r].know);
     return SHARC_OK;
   }
   for (int r = 0; r < n; r++) {
@@ -483,8 +565,8 @@ static sharc_status_t check_result(sim_t *m, int bitwise_equal) {
       }
       continue;
     }
-    if (m->op == SHARC_AVG) kernel_div(m->dtype, m->st[r].buf[SCHED_BUF_RECV],
-                                       len, n);
+    if (m->op == SHARC_AVG)
+      kernel_div(m->dtype, m->st[r].buf[SCHED_BUF_RECV], len, n);
     size_t base = a->coll == SCHED_REDUCE_SCATTER ? (size_t)r * c : 0;
     double tol = tolerance(m->dtype);
     for (size_t i = 0; i < len; i++) {
@@ -494,7 +576,8 @@ static sharc_status_t check_result(sim_t *m, int bitwise_equal) {
           return mismatch(m, r, i, e, g);
       } else {
         store(m->dtype, tmp, 0, e);
-        if (memcmp(out + i * es, tmp, es) != 0) return mismatch(m, r, i, e, g);
+        if (memcmp(out + i * es, tmp, es) != 0)
+          return mismatch(m, r, i, e, g);
       }
     }
     if (bitwise_equal && a->coll == SCHED_ALL_REDUCE && r > 0 &&
@@ -518,14 +601,18 @@ static sharc_status_t check_result(sim_t *m, int bitwise_equal) {
 sharc_status_t sched_simulate_given(const char *name, const sched_args_t *proto,
                                     sched_t *scheds, sharc_dtype_t dtype,
                                     sharc_op_t op, int check_bitwise_equal) {
-  sim_t m = {.name = name, .a = proto, .dtype = dtype, .op = op,
-             .n = proto->nranks, .s = scheds};
+  sim_t m = {.name = name,
+             .a = proto,
+             .dtype = dtype,
+             .op = op,
+             .n = proto->nranks,
+             .s = scheds};
   snprintf(m.hdr, sizeof m.hdr,
            "sim %s %s nranks %d count %zu (inplace %d, nchan %d, chunk %zu, "
-           "root %d, %s %s)", name, sched_coll_name(proto->coll),
-           proto->nranks, proto->count, proto->inplace, proto->nchan,
-           proto->chunk, proto->root, sharc_dtype_name(dtype),
-           sharc_op_name(op));
+           "root %d, %s %s)",
+           name, sched_coll_name(proto->coll), proto->nranks, proto->count,
+           proto->inplace, proto->nchan, proto->chunk, proto->root,
+           sharc_dtype_name(dtype), sharc_op_name(op));
   if (m.n < 1 || m.n > SIM_MAX_RANKS)
     return err_set(SHARC_ERR_INVALID_ARG, "%s: the simulator runs 1..%d ranks",
                    m.hdr, SIM_MAX_RANKS);
@@ -536,14 +623,18 @@ sharc_status_t sched_simulate_given(const char *name, const sched_args_t *proto,
   m.es = proto->coll == SCHED_BARRIER ? 1 : sharc_dtype_size(dtype);
   sharc_status_t st = SHARC_OK;
   m.st = calloc((size_t)m.n, sizeof *m.st);
-  if (!m.st) return err_set(SHARC_ERR_NO_MEM, "%s: no memory", m.hdr);
-  for (int r = 0; r < m.n; r++) CHECK_GOTO(alloc_rank(&m, r), st, out);
-  for (int r = 0; r < m.n; r++) CHECK_GOTO(check_static(&m, r), st, out);
+  if (!m.st)
+    return err_set(SHARC_ERR_NO_MEM, "%s: no memory", m.hdr);
+  for (int r = 0; r < m.n; r++)
+    CHECK_GOTO(alloc_rank(&m, r), st, out);
+  for (int r = 0; r < m.n; r++)
+    CHECK_GOTO(check_static(&m, r), st, out);
   CHECK_GOTO(run(&m), st, out);
   CHECK_GOTO(check_result(&m, check_bitwise_equal), st, out);
 out:
   for (int r = 0; r < m.n; r++) {
-    for (int b = 0; b < 3; b++) free(m.st[r].own[b]);
+    for (int b = 0; b < 3; b++)
+      free(m.st[r].own[b]);
     free(m.st[r].done);
   }
   free(m.st);
@@ -558,9 +649,11 @@ sharc_status_t sched_simulate(sched_algo_t algo, const sched_args_t *proto,
                    proto ? proto->nranks : 0, SIM_MAX_RANKS);
   int n = proto->nranks;
   sched_t *s = calloc((size_t)n, sizeof *s);
-  if (!s) return err_set(SHARC_ERR_NO_MEM, "sched_simulate: no memory");
+  if (!s)
+    return err_set(SHARC_ERR_NO_MEM, "sched_simulate: no memory");
   sharc_status_t st = SHARC_OK;
-  for (int r = 0; r < n; r++) sched_init(&s[r]);
+  for (int r = 0; r < n; r++)
+    sched_init(&s[r]);
   for (int r = 0; r < n; r++) {
     sched_args_t a = *proto;
     a.rank = r;
@@ -570,7 +663,8 @@ sharc_status_t sched_simulate(sched_algo_t algo, const sched_args_t *proto,
                             algo == SCHED_ALGO_RING ||
                                 algo == SCHED_ALGO_DBTREE);
 out:
-  for (int r = 0; r < n; r++) sched_free(&s[r]);
+  for (int r = 0; r < n; r++)
+    sched_free(&s[r]);
   free(s);
   return st;
 }

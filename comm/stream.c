@@ -41,8 +41,10 @@ static void *stream_main(void *arg) {
   struct sharc_stream *s = arg;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (!s->head && !s->stop) pthread_cond_wait(&s->cond, &s->lock);
-    if (!s->head) break;
+    while (!s->head && !s->stop)
+      pthread_cond_wait(&s->cond, &s->lock);
+    if (!s->head)
+      break;
     work_t *w = s->head;
     int failed = s->err != SHARC_OK;
     pthread_mutex_unlock(&s->lock);
@@ -59,7 +61,8 @@ static void *stream_main(void *arg) {
               sizeof s->err_msg - 1);
     }
     s->head = w->next;
-    if (!s->head) s->tail = NULL;
+    if (!s->head)
+      s->tail = NULL;
     s->completed++;
     free(w);
     pthread_cond_broadcast(&s->cond);
@@ -70,9 +73,11 @@ static void *stream_main(void *arg) {
 
 sharc_status_t sharc_stream_create(sharc_stream_t *stream) {
   if (!stream)
-    return err_set(SHARC_ERR_INVALID_ARG, "sharc_stream_create: stream is NULL");
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_stream_create: stream is NULL");
   struct sharc_stream *s = calloc(1, sizeof *s);
-  if (!s) return err_set(SHARC_ERR_NO_MEM, "sharc_stream_create: out of memory");
+  if (!s)
+    return err_set(SHARC_ERR_NO_MEM, "sharc_stream_create: out of memory");
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
   int rc = pthread_create(&s->thread, NULL, stream_main, s);
@@ -112,7 +117,8 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
  * it, if any. */
 static sharc_status_t wait_for(struct sharc_stream *s, uint64_t target) {
   pthread_mutex_lock(&s->lock);
-  while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
+  while (s->completed < target)
+    pthread_cond_wait(&s->cond, &s->lock);
   sharc_status_t st = SHARC_OK;
   if (s->err != SHARC_OK && s->err_at <= target) {
     st = s->err;
@@ -123,7 +129,9 @@ static sharc_status_t wait_for(struct sharc_stream *s, uint64_t target) {
 }
 
 sharc_status_t sharc_stream_synchronize(sharc_stream_t s) {
-  if (!s) return err_set(SHARC_ERR_INVALID_ARG, "sharc_stream_synchronize: stream is NULL");
+  if (!s)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_stream_synchronize: stream is NULL");
   pthread_mutex_lock(&s->lock);
   uint64_t target = s->enqueued;
   pthread_mutex_unlock(&s->lock);
@@ -131,7 +139,8 @@ sharc_status_t sharc_stream_synchronize(sharc_stream_t s) {
 }
 
 sharc_status_t sharc_stream_destroy(sharc_stream_t s) {
-  if (!s) return SHARC_OK;
+  if (!s)
+    return SHARC_OK;
   sharc_status_t st = sharc_stream_synchronize(s);
   pthread_mutex_lock(&s->lock);
   s->stop = 1;
@@ -145,16 +154,19 @@ sharc_status_t sharc_stream_destroy(sharc_stream_t s) {
 }
 
 sharc_status_t sharc_event_create(sharc_event_t *event) {
-  if (!event) return err_set(SHARC_ERR_INVALID_ARG, "sharc_event_create: event is NULL");
+  if (!event)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_event_create: event is NULL");
   struct sharc_event *e = calloc(1, sizeof *e);
-  if (!e) return err_set(SHARC_ERR_NO_MEM, "sharc_event_create: out of memory");
+  if (!e)
+    return err_set(SHARC_ERR_NO_MEM, "sharc_event_create: out of memory");
   pthread_mutex_init(&e->lock, NULL);
   *event = e;
   return SHARC_OK;
 }
 
 sharc_status_t sharc_event_destroy(sharc_event_t e) {
-  if (!e) return SHARC_OK;
+  if (!e)
+    return SHARC_OK;
   pthread_mutex_destroy(&e->lock);
   free(e);
   return SHARC_OK;
@@ -175,7 +187,9 @@ sharc_status_t sharc_event_record(sharc_event_t e, sharc_stream_t s) {
 }
 
 sharc_status_t sharc_event_synchronize(sharc_event_t e) {
-  if (!e) return err_set(SHARC_ERR_INVALID_ARG, "sharc_event_synchronize: event is NULL");
+  if (!e)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_event_synchronize: event is NULL");
   pthread_mutex_lock(&e->lock);
   struct sharc_stream *s = e->stream;
   uint64_t target = e->target;

@@ -26,7 +26,8 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val,
 
 void comm_wake_word(wake_word_t *w) {
   atomic_fetch_add(&w->doorbell, 1);
-  if (atomic_load(&w->sleeping)) futex(&w->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+  if (atomic_load(&w->sleeping))
+    futex(&w->doorbell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 void comm_wake(struct sharc_comm *comm) { comm_wake_word(comm->wake); }

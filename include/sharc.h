@@ -134,8 +134,8 @@ SHARC_API sharc_status_t sharc_comm_init_rank(sharc_comm_t *comm, int nranks,
  * ordered by key, then by rank in comm. color < 0 (SHARC_SPLIT_NOCOLOR)
  * returns *newcomm = NULL. Collective over comm; blocking. */
 #define SHARC_SPLIT_NOCOLOR (-1)
-SHARC_API sharc_status_t sharc_comm_split(sharc_comm_t comm, int color,
-                                          int key, sharc_comm_t *newcomm);
+SHARC_API sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
+                                          sharc_comm_t *newcomm);
 
 /* Waits for outstanding work on comm, then frees it. Not collective, but
  * destroying a communicator that peers still use makes them fail with
@@ -223,8 +223,7 @@ SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
  * The algorithm is picked by a cost model; SHARC_ALGO=ring|tree forces one.
  */
 SHARC_API sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
-                                          size_t sendcount,
-                                          sharc_dtype_t dtype,
+                                          size_t sendcount, sharc_dtype_t dtype,
                                           sharc_comm_t comm,
                                           sharc_stream_t stream);
 SHARC_API sharc_status_t sharc_reduce_scatter(const void *sendbuf,

@@ -178,7 +178,8 @@ typedef void (*div_fn_t)(void *buf, size_t n, int divisor);
   static void div_##DT(void *buf_, size_t n, int divisor) {                    \
     T *buf = buf_;                                                             \
     const C d = (C)divisor;                                                    \
-    for (size_t i = 0; i < n; i++) buf[i] = ST(T, (C)(LD(C, buf[i]) / d));     \
+    for (size_t i = 0; i < n; i++)                                             \
+      buf[i] = ST(T, (C)(LD(C, buf[i]) / d));                                  \
   }
 
 #define DEFINE_DTYPE_KERNELS(DT, T, C, U, LD, ST)                              \
@@ -218,7 +219,8 @@ void kernel_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst, const void *a,
          (int)dtype, (int)op, SHARC_DTYPE_COUNT, SHARC_OP_COUNT);
     return;
   }
-  if (n == 0) return;
+  if (n == 0)
+    return;
   reduce_fns[dtype][op](dst, a, b, n);
 }
 
@@ -230,6 +232,7 @@ void kernel_div(sharc_dtype_t dtype, void *buf, size_t n, int divisor) {
          (int)dtype, SHARC_DTYPE_COUNT, divisor);
     return;
   }
-  if (n == 0 || divisor == 1) return; /* x / 1 == x in every type */
+  if (n == 0 || divisor == 1)
+    return; /* x / 1 == x in every type */
   div_fns[dtype](buf, n, divisor);
 }

@@ -16,8 +16,8 @@
 /* dst[i] = a[i] OP b[i] for i in [0, n) elements. dst may equal a or b
  * (exactly, not partially overlapping). SHARC_AVG reduces as SHARC_SUM; the
  * division is kernel_div's job once all contributions are in. */
-void kernel_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst,
-                   const void *a, const void *b, size_t n);
+void kernel_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst, const void *a,
+                   const void *b, size_t n);
 
 /* buf[i] /= divisor for n elements (the AVG finish step). Integers divide
  * truncating toward zero; floats divide in their own precision (f16/bf16 in

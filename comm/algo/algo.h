@@ -16,10 +16,8 @@
 /* ---- generators (comm/algo/<collective>_<algorithm>.c) ---- */
 sharc_status_t ring_all_gather_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t tree_all_gather_schedule(const sched_args_t *a, sched_t *s);
-sharc_status_t ring_reduce_scatter_schedule(const sched_args_t *a,
-                                            sched_t *s);
-sharc_status_t tree_reduce_scatter_schedule(const sched_args_t *a,
-                                            sched_t *s);
+sharc_status_t ring_reduce_scatter_schedule(const sched_args_t *a, sched_t *s);
+sharc_status_t tree_reduce_scatter_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t ring_all_reduce_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t tree_all_reduce_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t rabenseifner_all_reduce_schedule(const sched_args_t *a,
@@ -44,14 +42,16 @@ static inline size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 /* Largest power of two <= n (n >= 1). */
 static inline int pow2_floor(int n) {
   int p = 1;
-  while (p * 2 <= n) p *= 2;
+  while (p * 2 <= n)
+    p *= 2;
   return p;
 }
 
 /* ceil(log2(n)) for n >= 1. */
 static inline int log2_ceil(int n) {
   int l = 0;
-  while ((1 << l) < n) l++;
+  while ((1 << l) < n)
+    l++;
   return l;
 }
 
@@ -94,12 +94,15 @@ static inline void recv_reduce_split(sched_t *s, int peer, int nchan,
 static inline int fold_prologue(const sched_args_t *a, sched_t *s, int p,
                                 size_t sent, size_t kept) {
   s->nchan = a->nchan;
-  if (kept == 0) return 1;
+  if (kept == 0)
+    return 1;
   if (a->nranks == 1) {
-    if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, kept);
+    if (!a->inplace)
+      sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, kept);
     return 1;
   }
-  if (a->rank < p) return 0;
+  if (a->rank < p)
+    return 0;
   sched_round(s);
   send_split(s, a->rank - p, a->nchan, SCHED_BUF_SEND, 0, sent);
   sched_round(s);

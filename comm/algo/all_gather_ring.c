@@ -14,13 +14,16 @@ sharc_status_t ring_all_gather_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan;
   size_t c = a->count;
   s->nchan = nc;
-  if (c == 0) return SHARC_OK;
+  if (c == 0)
+    return SHARC_OK;
   int right = (r + 1) % n, left = (r - 1 + n) % n;
   sched_round(s);
-  if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, r * c, c);
+  if (!a->inplace)
+    sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, r * c, c);
   for (int st = 0; st < n - 1; st++) {
     size_t bs = (size_t)((r - st + n) % n), br = (size_t)((r - st - 1 + n) % n);
-    if (st > 0) sched_round(s);
+    if (st > 0)
+      sched_round(s);
     if (st == 0)
       send_split(s, right, nc, SCHED_BUF_SEND, 0, c);
     else

@@ -39,9 +39,11 @@ sharc_status_t tree_all_gather_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan, p = pow2_floor(n);
   size_t c = a->count, total = (size_t)n * c;
   s->nchan = nc;
-  if (c == 0) return SHARC_OK;
+  if (c == 0)
+    return SHARC_OK;
   sched_round(s);
-  if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, r * c, c);
+  if (!a->inplace)
+    sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, r * c, c);
   if (r >= p) { /* extra: hand our block in, get everything else back */
     send_split(s, r - p, nc, SCHED_BUF_SEND, 0, c);
     sched_round(s);
@@ -51,7 +53,8 @@ sharc_status_t tree_all_gather_schedule(const sched_args_t *a, sched_t *s) {
     return SHARC_OK;
   }
   int e = r + p < n ? r + p : -1;
-  if (e >= 0) recv_split(s, e, nc, SCHED_BUF_RECV, (size_t)e * c, c);
+  if (e >= 0)
+    recv_split(s, e, nc, SCHED_BUF_RECV, (size_t)e * c, c);
   for (int m = 1; m < p; m *= 2) {
     int peer = r ^ m;
     sched_round(s);

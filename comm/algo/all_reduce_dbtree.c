@@ -41,7 +41,8 @@ typedef struct {
 static int pick_root(int lo, int hi) {
   for (int h = 30; h > 0; h--) {
     long m = (((long)lo + 1 + (1L << h) - 1) >> h) << h; /* x + 1 = m */
-    if (m - 1 < hi) return (int)(m - 1);
+    if (m - 1 < hi)
+      return (int)(m - 1);
   }
   return lo;
 }
@@ -50,22 +51,27 @@ static int pick_root(int lo, int hi) {
  * root of a range is the position with the most trailing ones, so even
  * positions are always leaves and the depth is floor(log2 n). */
 static int build(tree_t *t, int lo, int hi, int parent) {
-  if (lo >= hi) return -1;
+  if (lo >= hi)
+    return -1;
   int mid = pick_root(lo, hi);
   t->par[mid] = parent;
   int a = build(t, lo, mid, mid), b = build(t, mid + 1, hi, mid);
   t->kid0[mid] = a;
   t->kid1[mid] = b;
-  if (a >= 0 && b >= 0 && t->up[a] == t->up[b]) t->up[b]++;
+  if (a >= 0 && b >= 0 && t->up[a] == t->up[b])
+    t->up[b]++;
   int o = -1;
-  if (a >= 0 && t->up[a] > o) o = t->up[a];
-  if (b >= 0 && t->up[b] > o) o = t->up[b];
+  if (a >= 0 && t->up[a] > o)
+    o = t->up[a];
+  if (b >= 0 && t->up[b] > o)
+    o = t->up[b];
   t->up[mid] = o + 1;
   return mid;
 }
 
 static void set_down(tree_t *t, int x, int f) {
-  if (x < 0) return;
+  if (x < 0)
+    return;
   t->down[x] = f;
   set_down(t, t->kid0[x], f + 1);
   set_down(t, t->kid1[x], f + 1);
@@ -74,7 +80,8 @@ static void set_down(tree_t *t, int x, int f) {
 static int tree_init(tree_t *t, int n) {
   t->n = n;
   int *mem = calloc((size_t)n * 5, sizeof *mem);
-  if (!mem) return 0;
+  if (!mem)
+    return 0;
   t->par = mem;
   t->kid0 = mem + n;
   t->kid1 = mem + 2 * n;
@@ -89,7 +96,7 @@ static int tree_init(tree_t *t, int n) {
 
 typedef struct {
   const tree_t *t;
-  int shift;          /* rank of position x is (x + shift) % n */
+  int shift; /* rank of position x is (x + shift) % n */
   int chan;
   size_t off, len, ck; /* the half [off, off+len) in chunks of ck */
   long nchunks;
@@ -120,9 +127,11 @@ static void emit_step(sched_t *s, const half_t *h, int r, long t) {
   size_t o, len;
   long j;
   for (int i = 0; i < 2; i++) { /* up: reduce children's partials */
-    if (kids[i] < 0) continue;
+    if (kids[i] < 0)
+      continue;
     j = t - tr->up[kids[i]];
-    if (j < 0 || j >= h->nchunks) continue;
+    if (j < 0 || j >= h->nchunks)
+      continue;
     len = chunk(h, j, &o);
     sched_recv_reduce(s, rank_of(h, kids[i]), h->chan,
                       i == 0 ? SCHED_BUF_SEND : SCHED_BUF_RECV, o,
@@ -143,9 +152,11 @@ static void emit_step(sched_t *s, const half_t *h, int r, long t) {
     }
   }
   for (int i = 0; i < 2; i++) { /* down: forward to children */
-    if (kids[i] < 0) continue;
+    if (kids[i] < 0)
+      continue;
     j = t - tr->down[kids[i]];
-    if (j < 0 || j >= h->nchunks) continue;
+    if (j < 0 || j >= h->nchunks)
+      continue;
     len = chunk(h, j, &o);
     sched_send(s, rank_of(h, kids[i]), h->chan, SCHED_BUF_RECV, o, len);
   }
@@ -155,25 +166,28 @@ sharc_status_t dbtree_all_reduce_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank;
   size_t N = a->count, ck = a->chunk ? a->chunk : (N ? N : 1);
   s->nchan = a->nchan >= 2 ? 2 : 1;
-  if (N == 0) return SHARC_OK;
+  if (N == 0)
+    return SHARC_OK;
   if (n == 1) {
-    if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
+    if (!a->inplace)
+      sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
     return SHARC_OK;
   }
   tree_t tr;
   if (!tree_init(&tr, n))
-    return err_set(SHARC_ERR_NO_MEM, "dbtree: no memory for a %d-rank tree",
-                   n);
+    return err_set(SHARC_ERR_NO_MEM, "dbtree: no memory for a %d-rank tree", n);
   size_t h0 = block_off(N, 2, 1);
-  half_t hv[2] = {{&tr, 0, 0, 0, h0, ck, 0}, {&tr, n - 1, 1 % a->nchan, h0,
-                                              N - h0, ck, 0}};
+  half_t hv[2] = {{&tr, 0, 0, 0, h0, ck, 0},
+                  {&tr, n - 1, 1 % a->nchan, h0, N - h0, ck, 0}};
   int maxdown = 0;
   for (int x = 0; x < n; x++)
-    if (tr.down[x] > maxdown) maxdown = tr.down[x];
+    if (tr.down[x] > maxdown)
+      maxdown = tr.down[x];
   long tend = 0;
   for (int i = 0; i < 2; i++) {
     hv[i].nchunks = (long)((hv[i].len + ck - 1) / ck);
-    if (hv[i].nchunks + maxdown + 1 > tend) tend = hv[i].nchunks + maxdown + 1;
+    if (hv[i].nchunks + maxdown + 1 > tend)
+      tend = hv[i].nchunks + maxdown + 1;
   }
   for (long t = 0; t < tend; t++) {
     sched_round(s);

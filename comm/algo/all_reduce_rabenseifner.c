@@ -17,7 +17,8 @@ sharc_status_t rabenseifner_all_reduce_schedule(const sched_args_t *a,
                                                 sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan, p = pow2_floor(n);
   size_t N = a->count;
-  if (fold_prologue(a, s, p, N, N)) return SHARC_OK;
+  if (fold_prologue(a, s, p, N, N))
+    return SHARC_OK;
 #define BOFF(b) block_off(N, (size_t)p, (size_t)(b))
   int e = r + p < n ? r + p : -1;
   sched_buf_t cur = SCHED_BUF_SEND;
@@ -30,9 +31,10 @@ sharc_status_t rabenseifner_all_reduce_schedule(const sched_args_t *a,
     int g = r & ~(2 * m - 1);
     int mine = (r & m) ? g + m : g, theirs = (r & m) ? g : g + m;
     sched_round(s);
-    send_split(s, r ^ m, nc, cur, BOFF(theirs), BOFF(theirs + m) - BOFF(theirs));
-    recv_reduce_split(s, r ^ m, nc, cur, BOFF(mine), SCHED_BUF_RECV,
-                      BOFF(mine), BOFF(mine + m) - BOFF(mine));
+    send_split(s, r ^ m, nc, cur, BOFF(theirs),
+               BOFF(theirs + m) - BOFF(theirs));
+    recv_reduce_split(s, r ^ m, nc, cur, BOFF(mine), SCHED_BUF_RECV, BOFF(mine),
+                      BOFF(mine + m) - BOFF(mine));
     cur = SCHED_BUF_RECV;
   }
   for (int m = 1; m < p; m *= 2) { /* doubling all-gather */

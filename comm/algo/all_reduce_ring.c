@@ -16,9 +16,11 @@ sharc_status_t ring_all_reduce_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan;
   size_t N = a->count, nb = (size_t)n;
   s->nchan = nc;
-  if (N == 0) return SHARC_OK;
+  if (N == 0)
+    return SHARC_OK;
   if (n == 1) {
-    if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
+    if (!a->inplace)
+      sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
     return SHARC_OK;
   }
   int right = (r + 1) % n, left = (r - 1 + n) % n;

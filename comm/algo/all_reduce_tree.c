@@ -17,7 +17,8 @@
 sharc_status_t tree_all_reduce_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan, p = pow2_floor(n);
   size_t N = a->count;
-  if (fold_prologue(a, s, p, N, N)) return SHARC_OK;
+  if (fold_prologue(a, s, p, N, N))
+    return SHARC_OK;
   int e = r + p < n ? r + p : -1;
   int lp = log2_ceil(p), nsteps = lp + (e >= 0); /* reductions on this rank */
   /* dst buffer/offset of each reduction: alternate, last one in RECV */

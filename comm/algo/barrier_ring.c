@@ -11,7 +11,8 @@ sharc_status_t ring_barrier_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank;
   int next = (r + 1) % n, prev = (r - 1 + n) % n;
   s->nchan = 1;
-  if (n == 1) return SHARC_OK;
+  if (n == 1)
+    return SHARC_OK;
   s->tmp_count = 2;
   if (r == 0) {
     sched_round(s);

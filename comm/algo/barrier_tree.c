@@ -10,7 +10,8 @@
 sharc_status_t tree_barrier_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank;
   s->nchan = 1;
-  if (n == 1) return SHARC_OK;
+  if (n == 1)
+    return SHARC_OK;
   s->tmp_count = 2;
   for (int d = 1; d < n; d *= 2) {
     sched_round(s);

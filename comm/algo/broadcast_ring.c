@@ -14,12 +14,14 @@ sharc_status_t ring_broadcast_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan;
   size_t N = a->count, ck = a->chunk ? a->chunk : N;
   s->nchan = nc;
-  if (N == 0) return SHARC_OK;
+  if (N == 0)
+    return SHARC_OK;
   int pos = (r - a->root + n) % n;
   int next = (r + 1) % n, prev = (r - 1 + n) % n;
   long nchunks = (long)((N + ck - 1) / ck);
   if (n == 1) {
-    if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
+    if (!a->inplace)
+      sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
     return SHARC_OK;
   }
   sched_buf_t from = pos == 0 ? SCHED_BUF_SEND : SCHED_BUF_RECV;

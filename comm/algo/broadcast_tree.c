@@ -14,11 +14,13 @@ sharc_status_t tree_broadcast_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan;
   size_t N = a->count;
   s->nchan = nc;
-  if (N == 0) return SHARC_OK;
+  if (N == 0)
+    return SHARC_OK;
   int v = (r - a->root + n) % n;
   int m = 1;
   if (v > 0) {
-    while (m * 2 <= v) m *= 2; /* highest bit of v */
+    while (m * 2 <= v)
+      m *= 2; /* highest bit of v */
     sched_round(s);
     recv_split(s, (v - m + a->root) % n, nc, SCHED_BUF_RECV, 0, N);
     m *= 2;
@@ -28,7 +30,8 @@ sharc_status_t tree_broadcast_schedule(const sched_args_t *a, sched_t *s) {
     sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
   /* farthest child first: it heads the largest subtree */
   int top = 1;
-  while (top < n) top *= 2;
+  while (top < n)
+    top *= 2;
   for (int j = top; j >= m; j /= 2)
     if (v + j < n)
       send_split(s, (v + j + a->root) % n, nc,

@@ -22,7 +22,8 @@ typedef struct {
 static slot_t partial_slot(const sched_args_t *a, int st) {
   int last = a->nranks - 2;
   slot_t x = {SCHED_BUF_RECV, 0};
-  if (st == last) return x;
+  if (st == last)
+    return x;
   if (a->inplace) {
     x.buf = SCHED_BUF_TMP;
     x.off = (size_t)(st % 2) * a->count;
@@ -32,14 +33,15 @@ static slot_t partial_slot(const sched_args_t *a, int st) {
   return x;
 }
 
-sharc_status_t ring_reduce_scatter_schedule(const sched_args_t *a,
-                                            sched_t *s) {
+sharc_status_t ring_reduce_scatter_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan;
   size_t c = a->count;
   s->nchan = nc;
-  if (c == 0) return SHARC_OK;
+  if (c == 0)
+    return SHARC_OK;
   if (n == 1) {
-    if (!a->inplace) sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, c);
+    if (!a->inplace)
+      sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, c);
     return SHARC_OK;
   }
   s->tmp_count = n == 2 ? 0 : (a->inplace ? 2 * c : c);
@@ -55,8 +57,7 @@ sharc_status_t ring_reduce_scatter_schedule(const sched_args_t *a,
       send_split(s, right, nc, prev.buf, prev.off, c);
     }
     slot_t cur = partial_slot(a, st);
-    recv_reduce_split(s, left, nc, SCHED_BUF_SEND, br * c, cur.buf, cur.off,
-                      c);
+    recv_reduce_split(s, left, nc, SCHED_BUF_SEND, br * c, cur.buf, cur.off, c);
   }
   return SHARC_OK;
 }

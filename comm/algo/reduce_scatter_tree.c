@@ -28,11 +28,11 @@ static void group_pieces(const sched_args_t *a, int p, int g, int m,
   len[1] = hi2 > g + p ? (size_t)(hi2 - g - p) * c : 0;
 }
 
-sharc_status_t tree_reduce_scatter_schedule(const sched_args_t *a,
-                                            sched_t *s) {
+sharc_status_t tree_reduce_scatter_schedule(const sched_args_t *a, sched_t *s) {
   int n = a->nranks, r = a->rank, nc = a->nchan, p = pow2_floor(n);
   size_t c = a->count, total = (size_t)n * c;
-  if (fold_prologue(a, s, p, total, c)) return SHARC_OK;
+  if (fold_prologue(a, s, p, total, c))
+    return SHARC_OK;
   s->tmp_count = total;
   int e = r + p < n ? r + p : -1;
   sched_buf_t cur = SCHED_BUF_SEND;
@@ -48,7 +48,8 @@ sharc_status_t tree_reduce_scatter_schedule(const sched_args_t *a,
     group_pieces(a, p, theirs, m, so, sl);
     group_pieces(a, p, mine, m, mo, ml);
     sched_round(s);
-    for (int i = 0; i < 2; i++) send_split(s, peer, nc, cur, so[i], sl[i]);
+    for (int i = 0; i < 2; i++)
+      send_split(s, peer, nc, cur, so[i], sl[i]);
     for (int i = 0; i < 2; i++) {
       /* last step: block r goes to RECV; block r+p stays in TMP for e */
       int to_recv = m == 1 && i == 0;

@@ -11,6 +11,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pipe2, execvpe, asprintf, sigabbrev_np */
 #endif
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -28,42 +29,43 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include "sharc.h"
 
 #define MAX_RANKS 1024
 #define LINE_BUF 8192    /* bytes held per stream while waiting for '\n' */
 #define KILL_AFTER_S 3.0 /* SIGTERM -> SIGKILL */
-#define DRAIN_S 2.0      /* after the last rank exits, wait this long for
-                          * pipes held open by its descendants */
+#define DRAIN_S                                                                \
+  2.0 /* after the last rank exits, wait this long for                         \
+       * pipes held open by its descendants */
 
 typedef struct {
-  int fd;          /* read end, -1 once closed */
-  int out;         /* 1 or 2 */
-  size_t len;      /* bytes buffered in buf */
-  bool midline;    /* the prefix of the current line was already written */
+  int fd;       /* read end, -1 once closed */
+  int out;      /* 1 or 2 */
+  size_t len;   /* bytes buffered in buf */
+  bool midline; /* the prefix of the current line was already written */
   char buf[LINE_BUF];
 } stream_t;
 
 typedef struct {
-  pid_t pid;       /* 0: not started */
-  bool running;    /* started and not yet reaped */
-  bool reported;   /* its failure was already named */
-  stream_t io[2];  /* stdout, stderr */
+  pid_t pid;      /* 0: not started */
+  bool running;   /* started and not yet reaped */
+  bool reported;  /* its failure was already named */
+  stream_t io[2]; /* stdout, stderr */
 } rank_t;
 
 enum phase { RUNNING, GRACE, TERMINATING, KILLING };
 
 static int sig_pipe[2] = {-1, -1};
-static const int fwd_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+static const int fwd_signals[] = {SIGINT,  SIGTERM, SIGHUP,
+                                  SIGQUIT, SIGUSR1, SIGUSR2};
 
 static struct {
   int n;
   bool prefix;
   double grace, timeout; /* seconds; timeout 0: none */
   char addr[300];
-  char **argv;           /* program and its arguments */
+  char **argv; /* program and its arguments */
 } opt = {0, true, 10.0, 0.0, "", NULL};
 
 static rank_t *ranks;
@@ -84,19 +86,25 @@ static const char usage_line[] =
 
 static void usage_full(FILE *f) {
   fputs(usage_line, f);
-  fputs("\nStarts N ranks of program on this host with SHARC_RANK, SHARC_WORLD_SIZE,\n"
-        "SHARC_LOCAL_RANK, SHARC_LOCAL_SIZE, SHARC_ADDR and SHARC_TOKEN set.\n\n"
-        "  -n, -np N         number of ranks (1..1024)\n"
-        "  --port P          rendezvous port on 127.0.0.1 (default: a free port)\n"
-        "  --addr HOST:PORT  rendezvous address (default 127.0.0.1:<free port>)\n"
-        "  --grace S         after a rank fails, seconds the others get to exit on\n"
-        "                    their own before SIGTERM (default 10; SIGKILL 3 s later)\n"
-        "  --timeout S       terminate the job after S seconds (exit 124)\n"
-        "  --no-prefix       pass output through without the \"[rank] \" prefix\n"
-        "  -h, --help / --version\n\n"
-        "Exit status: 0 if every rank exited 0, else the first failing rank's exit\n"
-        "code (128+signal if killed); 127 if program cannot run; 2: bad usage.\n",
-        f);
+  fputs(
+      "\nStarts N ranks of program on this host with SHARC_RANK, "
+      "SHARC_WORLD_SIZE,\n"
+      "SHARC_LOCAL_RANK, SHARC_LOCAL_SIZE, SHARC_ADDR and SHARC_TOKEN set.\n\n"
+      "  -n, -np N         number of ranks (1..1024)\n"
+      "  --port P          rendezvous port on 127.0.0.1 (default: a free "
+      "port)\n"
+      "  --addr HOST:PORT  rendezvous address (default 127.0.0.1:<free port>)\n"
+      "  --grace S         after a rank fails, seconds the others get to exit "
+      "on\n"
+      "                    their own before SIGTERM (default 10; SIGKILL 3 s "
+      "later)\n"
+      "  --timeout S       terminate the job after S seconds (exit 124)\n"
+      "  --no-prefix       pass output through without the \"[rank] \" prefix\n"
+      "  -h, --help / --version\n\n"
+      "Exit status: 0 if every rank exited 0, else the first failing rank's "
+      "exit\n"
+      "code (128+signal if killed); 127 if program cannot run; 2: bad usage.\n",
+      f);
 }
 
 static _Noreturn void usage_error(const char *fmt, ...) {
@@ -122,7 +130,8 @@ static bool parse_long(const char *s, long lo, long hi, long *out) {
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return false;
+  if (errno || end == s || *end || v < lo || v > hi)
+    return false;
   *out = v;
   return true;
 }
@@ -131,7 +140,8 @@ static bool parse_seconds(const char *s, double *out) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= 0.0) || v > 1e8) return false;
+  if (errno || end == s || *end || !(v >= 0.0) || v > 1e8)
+    return false;
   *out = v;
   return true;
 }
@@ -141,10 +151,14 @@ static bool parse_seconds(const char *s, double *out) {
 static const char *opt_value(char **argv, int argc, int *i, const char *name) {
   size_t len = strlen(name);
   const char *a = argv[*i];
-  if (strncmp(a, name, len) != 0) return NULL;
-  if (a[len] == '=') return a + len + 1;
-  if (a[len] != '\0') return NULL;
-  if (*i + 1 >= argc) usage_error("option %s needs a value", name);
+  if (strncmp(a, name, len) != 0)
+    return NULL;
+  if (a[len] == '=')
+    return a + len + 1;
+  if (a[len] != '\0')
+    return NULL;
+  if (*i + 1 >= argc)
+    usage_error("option %s needs a value", name);
   return argv[++*i];
 }
 
@@ -155,8 +169,12 @@ static void parse_args(int argc, char **argv) {
   for (; i < argc; i++) {
     const char *a = argv[i];
     long l;
-    if (strcmp(a, "--") == 0) { i++; break; }
-    if (a[0] != '-' || a[1] == '\0') break;
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (a[0] != '-' || a[1] == '\0')
+      break;
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage_full(stdout);
       exit(0);
@@ -191,17 +209,22 @@ static void parse_args(int argc, char **argv) {
       usage_error("unknown option '%s'", a);
     }
   }
-  if (opt.n == 0) usage_error("the number of ranks is missing (-n N)");
-  if (i >= argc) usage_error("no program to run");
-  if (port > 0 && opt.addr[0]) usage_error("--port and --addr are exclusive");
-  if (port > 0) snprintf(opt.addr, sizeof opt.addr, "127.0.0.1:%d", port);
+  if (opt.n == 0)
+    usage_error("the number of ranks is missing (-n N)");
+  if (i >= argc)
+    usage_error("no program to run");
+  if (port > 0 && opt.addr[0])
+    usage_error("--port and --addr are exclusive");
+  if (port > 0)
+    snprintf(opt.addr, sizeof opt.addr, "127.0.0.1:%d", port);
   opt.argv = argv + i;
 }
 
 /* A port that is free now on 127.0.0.1; rank 0 binds it soon after. */
 static int free_port(void) {
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return -1;
+  if (s < 0)
+    return -1;
   struct sockaddr_in sa = {.sin_family = AF_INET};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof sa;
@@ -219,23 +242,27 @@ static bool make_token(char *hex /* 33 bytes */) {
   while (got < sizeof b) {
     ssize_t r = getrandom(b + got, sizeof b - got, 0);
     if (r < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       return false;
     }
     got += (size_t)r;
   }
-  for (size_t k = 0; k < sizeof b; k++) sprintf(hex + 2 * k, "%02x", b[k]);
+  for (size_t k = 0; k < sizeof b; k++)
+    sprintf(hex + 2 * k, "%02x", b[k]);
   return true;
 }
 
 /* ---- output ----------------------------------------------------------- */
 
 static void write_all(int fd, struct iovec *iov, int cnt) {
-  if (out_dead[fd]) return;
+  if (out_dead[fd])
+    return;
   while (cnt > 0) {
     ssize_t w = writev(fd, iov, cnt);
     if (w < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       out_dead[fd] = true; /* EPIPE or similar: nobody is reading */
       return;
     }
@@ -260,8 +287,10 @@ static void emit(int r, stream_t *s, const char *p, size_t len, bool nl) {
     int pl = snprintf(pre, sizeof pre, "[%d] ", r);
     iov[cnt++] = (struct iovec){pre, (size_t)pl};
   }
-  if (len) iov[cnt++] = (struct iovec){(void *)p, len};
-  if (nl) iov[cnt++] = (struct iovec){"\n", 1};
+  if (len)
+    iov[cnt++] = (struct iovec){(void *)p, len};
+  if (nl)
+    iov[cnt++] = (struct iovec){"\n", 1};
   write_all(s->out, iov, cnt);
 }
 
@@ -271,7 +300,8 @@ static void flush_lines(int r, stream_t *s) {
   size_t start = 0;
   for (;;) {
     char *nl = memchr(s->buf + start, '\n', s->len - start);
-    if (!nl) break;
+    if (!nl)
+      break;
     size_t end = (size_t)(nl - s->buf) + 1;
     emit(r, s, s->buf + start, end - start, false);
     s->midline = false;
@@ -287,8 +317,10 @@ static void flush_lines(int r, stream_t *s) {
 }
 
 static void stream_close(int r, stream_t *s) {
-  if (s->fd < 0) return;
-  if (opt.prefix && (s->len || s->midline)) emit(r, s, s->buf, s->len, true);
+  if (s->fd < 0)
+    return;
+  if (opt.prefix && (s->len || s->midline))
+    emit(r, s, s->buf, s->len, true);
   s->len = 0;
   s->midline = false;
   close(s->fd);
@@ -297,7 +329,8 @@ static void stream_close(int r, stream_t *s) {
 
 /* Reads once: 1 when data came, 0 when none was waiting, -1 once closed. */
 static int stream_read(int r, stream_t *s) {
-  if (s->fd < 0) return -1;
+  if (s->fd < 0)
+    return -1;
   for (;;) {
     char *dst = opt.prefix ? s->buf + s->len : s->buf;
     ssize_t n = read(s->fd, dst, opt.prefix ? LINE_BUF - s->len : LINE_BUF);
@@ -311,8 +344,10 @@ static int stream_read(int r, stream_t *s) {
       }
       return 1;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return 0;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN)
+      return 0;
     stream_close(r, s); /* EOF or a read error */
     return -1;
   }
@@ -339,10 +374,13 @@ static void on_signal(int sig) {
 static void signal_all(int sig, bool group) {
   /* The group reaches descendants of a rank too (as a terminal would);
    * it exists while any rank is unreaped, so its id cannot be reused. */
-  if (group) sigaddset(&sent, sig);
-  if (group && nrunning > 0 && pgid > 0) killpg(pgid, sig);
+  if (group)
+    sigaddset(&sent, sig);
+  if (group && nrunning > 0 && pgid > 0)
+    killpg(pgid, sig);
   for (int r = 0; r < opt.n; r++)
-    if (ranks[r].running) kill(ranks[r].pid, sig);
+    if (ranks[r].running)
+      kill(ranks[r].pid, sig);
 }
 
 static char *env_var(const char *name, const char *val, long num) {
@@ -355,18 +393,22 @@ static char *env_var(const char *name, const char *val, long num) {
   return e;
 }
 
-static const char *const own_vars[] = {"SHARC_RANK", "SHARC_WORLD_SIZE",
+static const char *const own_vars[] = {"SHARC_RANK",       "SHARC_WORLD_SIZE",
                                        "SHARC_LOCAL_RANK", "SHARC_LOCAL_SIZE",
-                                       "SHARC_ADDR", "SHARC_TOKEN"};
+                                       "SHARC_ADDR",       "SHARC_TOKEN"};
 
 /* The caller's environment without the variables we set, plus room for
  * ours: slots [0] SHARC_RANK and [1] SHARC_LOCAL_RANK change per rank. */
 static char **build_env(const char *token) {
   extern char **environ;
   size_t n = 0;
-  while (environ[n]) n++;
+  while (environ[n])
+    n++;
   char **env = calloc(n + 8, sizeof *env);
-  if (!env) { perror("sharcrun: calloc"); exit(1); }
+  if (!env) {
+    perror("sharcrun: calloc");
+    exit(1);
+  }
   size_t k = 6;
   for (size_t i = 0; i < n; i++) {
     bool ours = false;
@@ -375,7 +417,8 @@ static char **build_env(const char *token) {
       if (strncmp(environ[i], own_vars[j], l) == 0 && environ[i][l] == '=')
         ours = true;
     }
-    if (!ours) env[k++] = environ[i];
+    if (!ours)
+      env[k++] = environ[i];
   }
   env[2] = env_var("SHARC_WORLD_SIZE", NULL, opt.n);
   env[3] = env_var("SHARC_LOCAL_SIZE", NULL, opt.n);
@@ -426,7 +469,8 @@ static int spawn(int r, char **env, int devnull, const struct rlimit *nofile) {
     (void)w;
     _exit(127);
   }
-  if (pgid == 0) pgid = pid;
+  if (pgid == 0)
+    pgid = pid;
   setpgid(pid, pgid); /* also here, so no signal can miss an early child */
   close(outp[1]);
   close(errp[1]);
@@ -442,16 +486,20 @@ static int spawn(int r, char **env, int devnull, const struct rlimit *nofile) {
 
   int e = 0;
   ssize_t got;
-  do got = read(execp[0], &e, sizeof e);
+  do
+    got = read(execp[0], &e, sizeof e);
   while (got < 0 && errno == EINTR);
   close(execp[0]);
   return got == (ssize_t)sizeof e ? e : 0;
 
 fail:
   for (int k = 0; k < 2; k++) {
-    if (outp[k] >= 0) close(outp[k]);
-    if (errp[k] >= 0) close(errp[k]);
-    if (execp[k] >= 0) close(execp[k]);
+    if (outp[k] >= 0)
+      close(outp[k]);
+    if (errp[k] >= 0)
+      close(errp[k]);
+    if (execp[k] >= 0)
+      close(execp[k]);
   }
   return -1;
 }
@@ -459,7 +507,8 @@ fail:
 /* Moves the job to phase p: the ranks get sig (0: none) and the phase its
  * deadline. */
 static void enter(enum phase p, int sig, double secs) {
-  if (sig) signal_all(sig, true);
+  if (sig)
+    signal_all(sig, true);
   job.phase = p;
   job.deadline = secs >= 0 ? now_s() + secs : -1.0;
 }
@@ -470,7 +519,8 @@ static void handle_signals(void) {
   while ((ns = read(sig_pipe[0], sigs, sizeof sigs)) > 0)
     for (ssize_t k = 0; k < ns; k++) {
       int sig = sigs[k];
-      if (sig == SIGCHLD) continue; /* the loop reaps after every wake */
+      if (sig == SIGCHLD)
+        continue; /* the loop reaps after every wake */
       if (sig == SIGUSR1 || sig == SIGUSR2) {
         signal_all(sig, false);
         continue;
@@ -479,7 +529,8 @@ static void handle_signals(void) {
               sigabbrev_np(sig), nrunning, nrunning == 1 ? "" : "s");
       signal_all(sig, true);
       /* The job is ending; if the ranks ignore the signal, still end it. */
-      if (job.phase == RUNNING) enter(GRACE, 0, opt.grace);
+      if (job.phase == RUNNING)
+        enter(GRACE, 0, opt.grace);
     }
 }
 
@@ -488,12 +539,15 @@ static void reap(void) {
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
     int r = 0;
-    while (r < opt.n && ranks[r].pid != pid) r++;
-    if (r == opt.n) continue;
+    while (r < opt.n && ranks[r].pid != pid)
+      r++;
+    if (r == opt.n)
+      continue;
     ranks[r].running = false;
     nrunning--;
     drain_rank(r);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      continue;
     /* Ended by a signal we sent: announced once for all ranks already. */
     if (WIFSIGNALED(status) && sigismember(&sent, WTERMSIG(status)))
       ranks[r].reported = true;
@@ -501,19 +555,22 @@ static void reap(void) {
     if (WIFEXITED(status)) {
       code = WEXITSTATUS(status);
       if (!ranks[r].reported)
-        fprintf(stderr, "sharcrun: rank %d (pid %d) exited with status %d\n",
-                r, (int)pid, code);
+        fprintf(stderr, "sharcrun: rank %d (pid %d) exited with status %d\n", r,
+                (int)pid, code);
     } else {
       int sig = WTERMSIG(status);
       code = 128 + sig;
       if (!ranks[r].reported)
-        fprintf(stderr, "sharcrun: rank %d (pid %d) killed by signal %d (%s)%s\n",
-                r, (int)pid, sig, strsignal(sig),
+        fprintf(stderr,
+                "sharcrun: rank %d (pid %d) killed by signal %d (%s)%s\n", r,
+                (int)pid, sig, strsignal(sig),
                 WCOREDUMP(status) ? ", core dumped" : "");
     }
     ranks[r].reported = true;
-    if (job.status < 0) job.status = code;
-    if (job.phase == RUNNING) enter(GRACE, 0, opt.grace);
+    if (job.status < 0)
+      job.status = code;
+    if (job.phase == RUNNING)
+      enter(GRACE, 0, opt.grace);
   }
 }
 
@@ -524,31 +581,41 @@ static bool timeout_pending(void) {
 /* The next time the loop must wake for (absolute s), or -1: never. */
 static double next_wake(double drain_until) {
   double wake = -1.0;
-  if (nrunning > 0 && job.deadline >= 0) wake = job.deadline;
+  if (nrunning > 0 && job.deadline >= 0)
+    wake = job.deadline;
   if (nrunning > 0 && timeout_pending() &&
       (wake < 0 || job.t0 + opt.timeout < wake))
     wake = job.t0 + opt.timeout;
-  if (drain_until >= 0 && (wake < 0 || drain_until < wake)) wake = drain_until;
+  if (drain_until >= 0 && (wake < 0 || drain_until < wake))
+    wake = drain_until;
   return wake;
 }
 
 static void check_deadlines(void) {
   double t = now_s();
   const char *s = nrunning == 1 ? "" : "s";
-  if (nrunning == 0) return;
+  if (nrunning == 0)
+    return;
   if (timeout_pending() && t >= job.t0 + opt.timeout) {
-    fprintf(stderr, "sharcrun: job timed out after %g s (--timeout); sending "
-            "SIGTERM to %d rank%s\n", opt.timeout, nrunning, s);
-    if (job.status < 0) job.status = 124;
+    fprintf(stderr,
+            "sharcrun: job timed out after %g s (--timeout); sending "
+            "SIGTERM to %d rank%s\n",
+            opt.timeout, nrunning, s);
+    if (job.status < 0)
+      job.status = 124;
     enter(TERMINATING, SIGTERM, KILL_AFTER_S);
   } else if (job.deadline >= 0 && t >= job.deadline) {
     if (job.phase == GRACE) {
-      fprintf(stderr, "sharcrun: %d rank%s still running after the %g s grace "
-              "period (--grace); sending SIGTERM\n", nrunning, s, opt.grace);
+      fprintf(stderr,
+              "sharcrun: %d rank%s still running after the %g s grace "
+              "period (--grace); sending SIGTERM\n",
+              nrunning, s, opt.grace);
       enter(TERMINATING, SIGTERM, KILL_AFTER_S);
     } else if (job.phase == TERMINATING) {
-      fprintf(stderr, "sharcrun: %d rank%s still running %g s after SIGTERM; "
-              "sending SIGKILL\n", nrunning, s, KILL_AFTER_S);
+      fprintf(stderr,
+              "sharcrun: %d rank%s still running %g s after SIGTERM; "
+              "sending SIGKILL\n",
+              nrunning, s, KILL_AFTER_S);
       enter(KILLING, SIGKILL, -1);
     }
   }
@@ -556,7 +623,8 @@ static void check_deadlines(void) {
 
 static void close_all_streams(void) {
   for (int r = 0; r < opt.n; r++)
-    for (int k = 0; k < 2; k++) stream_close(r, &ranks[r].io[k]);
+    for (int k = 0; k < 2; k++)
+      stream_close(r, &ranks[r].io[k]);
 }
 
 int main(int argc, char **argv) {
@@ -564,14 +632,20 @@ int main(int argc, char **argv) {
   ranks = calloc((size_t)opt.n, sizeof *ranks);
   struct pollfd *pfd = calloc((size_t)opt.n * 2 + 1, sizeof *pfd);
   int *pidx = calloc((size_t)opt.n * 2 + 1, sizeof *pidx);
-  if (!ranks || !pfd || !pidx) { perror("sharcrun: calloc"); return 1; }
-  for (int r = 0; r < opt.n; r++) ranks[r].io[0].fd = ranks[r].io[1].fd = -1;
+  if (!ranks || !pfd || !pidx) {
+    perror("sharcrun: calloc");
+    return 1;
+  }
+  for (int r = 0; r < opt.n; r++)
+    ranks[r].io[0].fd = ranks[r].io[1].fd = -1;
 
   if (!opt.addr[0]) {
     int port = free_port();
     if (port < 0) {
-      fprintf(stderr, "sharcrun: no free TCP port on 127.0.0.1: %s; "
-              "pass --port P\n", strerror(errno));
+      fprintf(stderr,
+              "sharcrun: no free TCP port on 127.0.0.1: %s; "
+              "pass --port P\n",
+              strerror(errno));
       return 1;
     }
     snprintf(opt.addr, sizeof opt.addr, "127.0.0.1:%d", port);
@@ -619,16 +693,21 @@ int main(int argc, char **argv) {
               strerror(e));
       ranks[r].reported = true;
     }
-    if (e) job.status = e > 0 ? 127 : 1;
+    if (e)
+      job.status = e > 0 ? 127 : 1;
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
   /* An incomplete job cannot rendezvous: stop what started. */
   int others = 0;
-  for (int r = 0; r < opt.n; r++) others += ranks[r].running && !ranks[r].reported;
+  for (int r = 0; r < opt.n; r++)
+    others += ranks[r].running && !ranks[r].reported;
   if (job.status >= 0 && others > 0)
-    fprintf(stderr, "sharcrun: job incomplete; sending SIGTERM to the %d other "
-            "rank%s started\n", others, others == 1 ? "" : "s");
-  if (job.status >= 0) enter(TERMINATING, SIGTERM, KILL_AFTER_S);
+    fprintf(stderr,
+            "sharcrun: job incomplete; sending SIGTERM to the %d other "
+            "rank%s started\n",
+            others, others == 1 ? "" : "s");
+  if (job.status >= 0)
+    enter(TERMINATING, SIGTERM, KILL_AFTER_S);
 
   double drain_until = -1.0;
   for (;;) {
@@ -640,12 +719,14 @@ int main(int argc, char **argv) {
           pidx[np] = 2 * r + k;
           pfd[np++] = (struct pollfd){ranks[r].io[k].fd, POLLIN, 0};
         }
-    if (nrunning == 0 && np == 1) break;
+    if (nrunning == 0 && np == 1)
+      break;
 
     double t = now_s(), wake = next_wake(drain_until);
     double ms_left = wake < 0 ? -1.0 : (wake - t) * 1000.0;
-    int ms = ms_left < 0 ? (wake < 0 ? -1 : 0)
-                         : ms_left > 3.6e6 ? 3600000 : (int)ms_left + 1;
+    int ms = ms_left < 0       ? (wake < 0 ? -1 : 0)
+             : ms_left > 3.6e6 ? 3600000
+                               : (int)ms_left + 1;
     int nready = poll(pfd, (nfds_t)np, ms);
     if (nready < 0 && errno != EINTR) {
       perror("sharcrun: poll");
@@ -660,13 +741,16 @@ int main(int argc, char **argv) {
     handle_signals();
     reap();
     check_deadlines();
-    if (nrunning == 0 && drain_until < 0) drain_until = now_s() + DRAIN_S;
+    if (nrunning == 0 && drain_until < 0)
+      drain_until = now_s() + DRAIN_S;
     /* Descendants of the ranks still hold the pipes: stop waiting. */
-    if (nrunning == 0 && now_s() >= drain_until) close_all_streams();
+    if (nrunning == 0 && now_s() >= drain_until)
+      close_all_streams();
   }
 
   close_all_streams();
-  for (int k = 0; k < 6; k++) free(env[k]);
+  for (int k = 0; k < 6; k++)
+    free(env[k]);
   free(env);
   free(pfd);
   free(pidx);

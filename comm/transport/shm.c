@@ -59,7 +59,7 @@ _Static_assert(sizeof(shm_msg_t) == 64, "shm_msg_t is one FIFO unit");
 #define DIRECT_MEMFD 1u
 #define DIRECT_CMA 2u
 #define DIRECT_PROBED 0x80u
-#define SHM_MAP_CACHE 16   /* mapped peer regions kept per peer */
+#define SHM_MAP_CACHE 16    /* mapped peer regions kept per peer */
 #define SHM_MAX_DIRECT 3584 /* local ranks whose direct_ok fits the header */
 
 typedef struct {
@@ -86,8 +86,8 @@ typedef struct {
   wake_word_t *other_wake; /* whom to ring after commit/release */
   int local;               /* peer's local index */
   struct sharc_comm *comm;
-  uint64_t direct_posted;  /* sender: in-place messages posted */
-  uint64_t cma_addr;       /* receiver: sender's address of the message */
+  uint64_t direct_posted; /* sender: in-place messages posted */
+  uint64_t cma_addr;      /* receiver: sender's address of the message */
 } shm_conn_t;
 
 typedef struct {
@@ -112,8 +112,8 @@ struct shm_state {
   shm_conn_t **conns; /* [nranks * nchan * 2] lazily created */
   char name[64];
   int unlinked;
-  int direct;           /* SHARC_SHM_DIRECT */
-  shm_map_t *maps;      /* [nlocal * SHM_MAP_CACHE] peer regions mapped */
+  int direct;      /* SHARC_SHM_DIRECT */
+  shm_map_t *maps; /* [nlocal * SHM_MAP_CACHE] peer regions mapped */
   uint64_t map_tick;
 };
 
@@ -121,8 +121,8 @@ static shm_header_t *seg_hdr(struct shm_state *s, int local) {
   return (shm_header_t *)s->segs[local].base;
 }
 
-static shm_fifo_ctrl_t *fifo_ctrl(struct shm_state *s, int owner,
-                                  int sender, int chan) {
+static shm_fifo_ctrl_t *fifo_ctrl(struct shm_state *s, int owner, int sender,
+                                  int chan) {
   uint8_t *p = s->segs[owner].base + s->hdr_bytes +
                ((size_t)sender * (size_t)s->nchan + (size_t)chan) * s->stride;
   return (shm_fifo_ctrl_t *)p;
@@ -143,8 +143,8 @@ static sharc_status_t map_peer(struct sharc_comm *comm, struct shm_state *s,
     if (fd >= 0) {
       struct stat sb;
       if (fstat(fd, &sb) == 0 && (size_t)sb.st_size == s->seg_bytes) {
-        void *p = mmap(NULL, s->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                       fd, 0);
+        void *p =
+            mmap(NULL, s->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
           close(fd);
           return comm_error(comm, SHARC_ERR_SYSTEM,
@@ -168,7 +168,8 @@ static sharc_status_t map_peer(struct sharc_comm *comm, struct shm_state *s,
                         name, rank, comm->peers[rank].pid,
                         param_str(PARAM_TIMEOUT));
     usleep(backoff_us);
-    if (backoff_us < 20000) backoff_us *= 2;
+    if (backoff_us < 20000)
+      backoff_us *= 2;
   }
 }
 
@@ -178,7 +179,8 @@ static sharc_status_t map_peer(struct sharc_comm *comm, struct shm_state *s,
 static void probe_direct(struct sharc_comm *comm, struct shm_state *s) {
   shm_header_t *me = seg_hdr(s, s->me);
   for (int i = 0; i < s->nlocal; i++) {
-    if (i == s->me || i >= SHM_MAX_DIRECT) continue;
+    if (i == s->me || i >= SHM_MAX_DIRECT)
+      continue;
     shm_header_t *ph = seg_hdr(s, i);
     unsigned ok = DIRECT_PROBED;
     if (s->direct) {
@@ -202,7 +204,8 @@ static void probe_direct(struct sharc_comm *comm, struct shm_state *s) {
       if (ok != (DIRECT_PROBED | DIRECT_MEMFD | DIRECT_CMA))
         INFO(SUB_SHM, "shm: rank %d's buffers: %s, %s", comm->local_ranks[i],
              ok & DIRECT_MEMFD ? "mapped in place" : "no /proc fd access",
-             ok & DIRECT_CMA ? "cross-memory attach" : "no cross-memory attach");
+             ok & DIRECT_CMA ? "cross-memory attach"
+                             : "no cross-memory attach");
     }
     atomic_store(&me->direct_ok[i], (uint8_t)ok);
   }
@@ -210,7 +213,8 @@ static void probe_direct(struct sharc_comm *comm, struct shm_state *s) {
 
 static sharc_status_t shm_setup(struct sharc_comm *comm) {
   struct shm_state *s = calloc(1, sizeof *s);
-  if (!s) return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
+  if (!s)
+    return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
   comm->shm = s;
   s->nlocal = comm->local_size;
   s->me = comm->local_rank;
@@ -219,17 +223,22 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
   s->fifo_bytes = (fb + 4095) & ~(size_t)4095;
   s->stride = 4096 + s->fifo_bytes; /* ctrl page + data */
   s->hdr_bytes = 4096;
-  s->seg_bytes = s->hdr_bytes + (size_t)s->nlocal * (size_t)s->nchan * s->stride;
+  s->seg_bytes =
+      s->hdr_bytes + (size_t)s->nlocal * (size_t)s->nchan * s->stride;
   s->segs = calloc((size_t)s->nlocal, sizeof *s->segs);
   s->local_of = malloc((size_t)comm->nranks * sizeof *s->local_of);
-  s->conns = calloc((size_t)comm->nranks * (size_t)s->nchan * 2, sizeof *s->conns);
+  s->conns =
+      calloc((size_t)comm->nranks * (size_t)s->nchan * 2, sizeof *s->conns);
   s->maps = calloc((size_t)s->nlocal * SHM_MAP_CACHE, sizeof *s->maps);
   s->direct = param_int(PARAM_SHM_DIRECT) != 0 && s->nlocal <= SHM_MAX_DIRECT;
   if (!s->segs || !s->local_of || !s->conns || !s->maps)
     return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
-  for (int i = 0; i < s->nlocal; i++) s->segs[i].fd = -1;
-  for (int r = 0; r < comm->nranks; r++) s->local_of[r] = -1;
-  for (int i = 0; i < s->nlocal; i++) s->local_of[comm->local_ranks[i]] = i;
+  for (int i = 0; i < s->nlocal; i++)
+    s->segs[i].fd = -1;
+  for (int r = 0; r < comm->nranks; r++)
+    s->local_of[r] = -1;
+  for (int i = 0; i < s->nlocal; i++)
+    s->local_of[comm->local_ranks[i]] = i;
 
   /* Our own segment. */
   seg_name(s->name, sizeof s->name, comm->uid, comm->rank);
@@ -271,7 +280,8 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
 
   uint64_t deadline = time_ns() + timeout_ns();
   for (int i = 0; i < s->nlocal; i++) {
-    if (i == s->me) continue;
+    if (i == s->me)
+      continue;
     CHECK(map_peer(comm, s, i, deadline));
   }
   probe_direct(comm, s);
@@ -284,7 +294,8 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
                         atomic_load(&h->mapped), s->nlocal - 1, s->name,
                         param_str(PARAM_TIMEOUT));
     usleep(backoff_us);
-    if (backoff_us < 20000) backoff_us *= 2;
+    if (backoff_us < 20000)
+      backoff_us *= 2;
   }
   shm_unlink(s->name);
   s->unlinked = 1;
@@ -297,14 +308,17 @@ static sharc_status_t shm_connect(struct sharc_comm *comm, int peer, int chan,
                                   int is_send, uint64_t deadline,
                                   transport_conn_t **out) {
   struct shm_state *s = comm->shm;
-  size_t idx = ((size_t)peer * (size_t)s->nchan + (size_t)chan) * 2 + (is_send ? 1 : 0);
+  size_t idx =
+      ((size_t)peer * (size_t)s->nchan + (size_t)chan) * 2 + (is_send ? 1 : 0);
   if (!s->conns[idx]) {
     int pl = s->local_of[peer];
     if (pl < 0 || chan >= s->nchan)
       return comm_error(comm, SHARC_ERR_INTERNAL,
-                        "shm: rank %d is not on this host (channel %d)", peer, chan);
+                        "shm: rank %d is not on this host (channel %d)", peer,
+                        chan);
     shm_conn_t *c = calloc(1, sizeof *c);
-    if (!c) return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
+    if (!c)
+      return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
     c->base = (transport_conn_t){&transport_shm, peer, chan, is_send};
     c->local = pl;
     c->comm = comm;
@@ -355,10 +369,12 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   shm_conn_t *c = (shm_conn_t *)tc;
   struct shm_state *s = c->comm->shm;
   void *p;
-  if (shm_send_space(tc, &p) < sizeof(shm_msg_t)) return -1;
+  if (shm_send_space(tc, &p) < sizeof(shm_msg_t))
+    return -1;
   shm_msg_t m = {.kind = SHM_MSG_INLINE, .fd = -1, .bytes = bytes};
   mem_ref_t ref;
-  unsigned ok = s->direct ? atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) : 0;
+  unsigned ok =
+      s->direct ? atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) : 0;
   if ((ok & (DIRECT_MEMFD | DIRECT_CMA)) && mem_find(src, bytes, &ref)) {
     if (ref.kind == MEM_ALLOCATED && (ok & DIRECT_MEMFD)) {
       m.kind = SHM_MSG_DIRECT;
@@ -371,7 +387,8 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
       m.offset = (uint64_t)(uintptr_t)src;
     }
   }
-  if (m.kind != SHM_MSG_INLINE) c->direct_posted++;
+  if (m.kind != SHM_MSG_INLINE)
+    c->direct_posted++;
   memcpy(p, &m, sizeof m);
   shm_send_commit(tc, sizeof m);
   return m.kind != SHM_MSG_INLINE;
@@ -379,24 +396,29 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
 
 static int shm_send_done(transport_conn_t *tc) {
   shm_conn_t *c = (shm_conn_t *)tc;
-  return atomic_load_explicit(&c->ctrl->acks, memory_order_acquire) >= c->direct_posted;
+  return atomic_load_explicit(&c->ctrl->acks, memory_order_acquire) >=
+         c->direct_posted;
 }
 
 /* Maps (or finds mapped) the sender's region; NULL with the comm failed. */
 static const uint8_t *map_region(shm_conn_t *c, const shm_msg_t *m) {
   struct sharc_comm *comm = c->comm;
   struct shm_state *s = comm->shm;
-  shm_map_t *cache = &s->maps[(size_t)c->local * SHM_MAP_CACHE], *victim = cache;
+  shm_map_t *cache = &s->maps[(size_t)c->local * SHM_MAP_CACHE],
+            *victim = cache;
   s->map_tick++;
   for (int i = 0; i < SHM_MAP_CACHE; i++) {
-    if (cache[i].base && cache[i].id == m->region_id && cache[i].size == m->region_size) {
+    if (cache[i].base && cache[i].id == m->region_id &&
+        cache[i].size == m->region_size) {
       cache[i].used = s->map_tick;
       return cache[i].base;
     }
-    if (!cache[i].base || cache[i].used < victim->used) victim = &cache[i];
+    if (!cache[i].base || cache[i].used < victim->used)
+      victim = &cache[i];
   }
   char path[64], why[256];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", comm->peers[c->base.peer].pid, m->fd);
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", comm->peers[c->base.peer].pid,
+           m->fd);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   void *p = MAP_FAILED;
   if (fd >= 0) {
@@ -404,42 +426,50 @@ static const uint8_t *map_region(shm_conn_t *c, const shm_msg_t *m) {
     close(fd);
   }
   if (p == MAP_FAILED) {
-    snprintf(why, sizeof why, "shm: cannot map %s (%zu bytes) of rank %d: %s; "
-             "set SHARC_SHM_DIRECT=0", path, (size_t)m->region_size, c->base.peer,
-             strerror(errno));
+    snprintf(why, sizeof why,
+             "shm: cannot map %s (%zu bytes) of rank %d: %s; "
+             "set SHARC_SHM_DIRECT=0",
+             path, (size_t)m->region_size, c->base.peer, strerror(errno));
     comm_fail(comm, -1, SHARC_ERR_SYSTEM, why);
     return NULL;
   }
-  if (victim->base) munmap(victim->base, victim->size);
+  if (victim->base)
+    munmap(victim->base, victim->size);
   *victim = (shm_map_t){m->region_id, p, m->region_size, s->map_tick};
   return p;
 }
 
-static int shm_recv_begin(transport_conn_t *tc, size_t bytes, const void **direct) {
+static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
+                          const void **direct) {
   shm_conn_t *c = (shm_conn_t *)tc;
   const void *p;
-  if (shm_recv_avail(tc, &p) < sizeof(shm_msg_t)) return -1;
+  if (shm_recv_avail(tc, &p) < sizeof(shm_msg_t))
+    return -1;
   shm_msg_t m;
   memcpy(&m, p, sizeof m);
   struct sharc_comm *comm = c->comm;
-  if ((m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT && m.kind != SHM_MSG_CMA) ||
+  if ((m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT &&
+       m.kind != SHM_MSG_CMA) ||
       m.bytes != bytes) {
     char why[320];
-    snprintf(why, sizeof why,
-             "rank %d sent a %llu-byte message where this rank expected %zu bytes: "
-             "the ranks called different collectives, counts or types",
-             tc->peer, (unsigned long long)m.bytes, bytes);
+    snprintf(
+        why, sizeof why,
+        "rank %d sent a %llu-byte message where this rank expected %zu bytes: "
+        "the ranks called different collectives, counts or types",
+        tc->peer, (unsigned long long)m.bytes, bytes);
     comm_fail(comm, -1, SHARC_ERR_MISMATCH, why);
     return -1;
   }
   shm_recv_release(tc, sizeof m);
-  if (m.kind == SHM_MSG_INLINE) return 0;
+  if (m.kind == SHM_MSG_INLINE)
+    return 0;
   if (m.kind == SHM_MSG_CMA) {
     c->cma_addr = m.offset;
     return 2;
   }
   const uint8_t *base = map_region(c, &m);
-  if (!base) return -1;
+  if (!base)
+    return -1;
   *direct = base + m.offset;
   return 1;
 }
@@ -455,13 +485,16 @@ static sharc_status_t shm_recv_copy(transport_conn_t *tc, void *dst, size_t off,
     ssize_t k = process_vm_readv(comm->peers[tc->peer].pid, &l, 1, &r, 1, 0);
     if (k <= 0) {
       char why[256];
-      snprintf(why, sizeof why,
-               "shm: reading %zu bytes of rank %d (pid %d) in place failed: %s%s",
-               n - got, tc->peer, comm->peers[tc->peer].pid,
-               k < 0 ? strerror(errno) : "short read",
-               k < 0 && errno == ESRCH ? " (the process is gone)" : "");
-      comm_fail(comm, tc->peer, k < 0 && errno == ESRCH ? SHARC_ERR_PEER_LOST
-                                                        : SHARC_ERR_SYSTEM, why);
+      snprintf(
+          why, sizeof why,
+          "shm: reading %zu bytes of rank %d (pid %d) in place failed: %s%s",
+          n - got, tc->peer, comm->peers[tc->peer].pid,
+          k < 0 ? strerror(errno) : "short read",
+          k < 0 && errno == ESRCH ? " (the process is gone)" : "");
+      comm_fail(comm, tc->peer,
+                k < 0 && errno == ESRCH ? SHARC_ERR_PEER_LOST
+                                        : SHARC_ERR_SYSTEM,
+                why);
       return comm_record(comm, SHARC_ERR_SYSTEM, "%s", why);
     }
     got += (size_t)k;
@@ -478,7 +511,8 @@ static void shm_recv_done(transport_conn_t *tc) {
 /* 1 if the owner of segment `local` has died (its flock is gone). */
 static int peer_dead(struct shm_state *s, int local) {
   int fd = s->segs[local].fd;
-  if (fd < 0) return 0;
+  if (fd < 0)
+    return 0;
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
     flock(fd, LOCK_UN);
     return 1;
@@ -489,7 +523,8 @@ static int peer_dead(struct shm_state *s, int local) {
 /* Imports a failure notice a local peer left in our segment. */
 static void import_notice(struct sharc_comm *comm) {
   shm_header_t *h = seg_hdr(comm->shm, comm->shm->me);
-  if (atomic_load(&h->fail.failed) != 1 || atomic_load(&comm->fail.failed)) return;
+  if (atomic_load(&h->fail.failed) != 1 || atomic_load(&comm->fail.failed))
+    return;
   int r = atomic_load(&h->fail.failed_rank);
   sharc_status_t st = (sharc_status_t)atomic_load(&h->fail.status);
   char why[256];
@@ -502,7 +537,8 @@ static void import_notice(struct sharc_comm *comm) {
 }
 
 void shm_poll_notice(struct sharc_comm *comm) {
-  if (comm->shm && comm->shm->segs) import_notice(comm);
+  if (comm->shm && comm->shm->segs)
+    import_notice(comm);
 }
 
 /* Liveness of the peer this connection waits on. Only awaited peers are
@@ -512,7 +548,8 @@ static sharc_status_t shm_check(transport_conn_t *tc) {
   shm_conn_t *c = (shm_conn_t *)tc;
   struct sharc_comm *comm = c->comm;
   import_notice(comm);
-  if (!peer_dead(comm->shm, c->local)) return SHARC_OK;
+  if (!peer_dead(comm->shm, c->local))
+    return SHARC_OK;
   int r = tc->peer;
   char why[256];
   snprintf(why, sizeof why,
@@ -525,9 +562,11 @@ static sharc_status_t shm_check(transport_conn_t *tc) {
 static void shm_notify_abort(struct sharc_comm *comm, int failed_rank,
                              sharc_status_t st) {
   struct shm_state *s = comm->shm;
-  if (!s || !s->segs) return;
+  if (!s || !s->segs)
+    return;
   for (int i = 0; i < s->nlocal; i++) {
-    if (i == s->me || !s->segs[i].base) continue;
+    if (i == s->me || !s->segs[i].base)
+      continue;
     shm_header_t *h = seg_hdr(s, i);
     int32_t expect = 0;
     if (atomic_compare_exchange_strong(&h->fail.failed, &expect, 2)) {
@@ -541,7 +580,8 @@ static void shm_notify_abort(struct sharc_comm *comm, int failed_rank,
 
 static void shm_teardown(struct sharc_comm *comm, uint64_t deadline) {
   struct shm_state *s = comm->shm;
-  if (!s) return;
+  if (!s)
+    return;
   if (comm->wake != &comm->wake_private) {
     /* Keep the wake word valid for anyone still holding the comm. */
     comm->wake = &comm->wake_private;
@@ -553,17 +593,21 @@ static void shm_teardown(struct sharc_comm *comm, uint64_t deadline) {
   }
   if (s->segs) {
     for (int i = 0; i < s->nlocal; i++) {
-      if (s->segs[i].base) munmap(s->segs[i].base, s->segs[i].size);
-      if (s->segs[i].fd >= 0) close(s->segs[i].fd); /* drops our flock */
+      if (s->segs[i].base)
+        munmap(s->segs[i].base, s->segs[i].size);
+      if (s->segs[i].fd >= 0)
+        close(s->segs[i].fd); /* drops our flock */
     }
     free(s->segs);
   }
   if (s->maps) {
     for (int i = 0; i < s->nlocal * SHM_MAP_CACHE; i++)
-      if (s->maps[i].base) munmap(s->maps[i].base, s->maps[i].size);
+      if (s->maps[i].base)
+        munmap(s->maps[i].base, s->maps[i].size);
     free(s->maps);
   }
-  if (!s->unlinked && s->name[0]) shm_unlink(s->name);
+  if (!s->unlinked && s->name[0])
+    shm_unlink(s->name);
   free(s->local_of);
   free(s);
   comm->shm = NULL;

@@ -154,7 +154,8 @@ static const char *addr_of(struct sharc_comm *comm, int peer, char *buf,
 static size_t tcp_send_space(transport_conn_t *c, void **ptr) {
   tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
   ring_t *r = &p->txr;
-  if (atomic_load_explicit(&p->tx_dead, memory_order_relaxed)) return 0;
+  if (atomic_load_explicit(&p->tx_dead, memory_order_relaxed))
+    return 0;
   uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
   uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
   size_t off = (size_t)head & (r->size - 1);
@@ -168,7 +169,8 @@ static void tcp_send_commit(transport_conn_t *c, size_t bytes) {
   ring_t *r = &p->txr;
   uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
   atomic_store(&r->head, head + bytes);
-  if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1)) kick(p->st);
+  if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1))
+    kick(p->st);
 }
 
 static size_t tcp_recv_avail(transport_conn_t *c, const void **ptr) {
@@ -185,13 +187,15 @@ static void tcp_recv_release(transport_conn_t *c, size_t bytes) {
   ring_t *r = &p->rxr;
   uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
   atomic_store(&r->tail, tail + bytes);
-  if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1)) kick(p->st);
+  if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1))
+    kick(p->st);
 }
 
 /* ---- pairs ------------------------------------------------------------- */
 
 static void pair_free(tcp_pair_t *p) {
-  if (!p) return;
+  if (!p)
+    return;
   free(p->txr.buf);
   free(p->rxr.buf);
   free(p);
@@ -200,7 +204,8 @@ static void pair_free(tcp_pair_t *p) {
 /* Under st->lock. NULL when out of memory. */
 static tcp_pair_t *pair_get(struct tcp_state *st, int peer, int chan) {
   tcp_pair_t **slot = &st->peers[peer].chan[chan];
-  if (*slot) return *slot;
+  if (*slot)
+    return *slot;
   void *mem = NULL, *tb = NULL, *rb = NULL;
   if (posix_memalign(&mem, 64, sizeof(tcp_pair_t)) ||
       posix_memalign(&tb, 64, st->fifo_bytes) ||
@@ -229,7 +234,8 @@ static tcp_pair_t *pair_get(struct tcp_state *st, int peer, int chan) {
 
 static void peer_lost(struct tcp_state *st, int peer, int err) {
   tcp_peer_t *pp = &st->peers[peer];
-  if (atomic_load(&pp->goodbye) || atomic_exchange(&pp->lost, 1)) return;
+  if (atomic_load(&pp->goodbye) || atomic_exchange(&pp->lost, 1))
+    return;
   struct sharc_comm *comm = st->comm;
   char why[400];
   if (err && err != ECONNRESET && err != EPIPE)
@@ -248,7 +254,8 @@ static void peer_lost(struct tcp_state *st, int peer, int err) {
  * (a goodbye may still be in flight on it), unless there is none. */
 static void pair_ended(struct tcp_state *st, tcp_pair_t *p, int err) {
   tcp_peer_t *pp = &st->peers[p->peer];
-  if (err) atomic_store(&p->err, err);
+  if (err)
+    atomic_store(&p->err, err);
   comm_wake(st->comm);
   if (atomic_load(&pp->ctrl_fd) < 0 || pp->ctrl_done)
     peer_lost(st, p->peer, err);
@@ -301,8 +308,10 @@ static void ctrl_read(struct tcp_state *st, int peer) {
       }
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return;
     pp->ctrl_done = 1;
     peer_lost(st, peer, n < 0 ? errno : 0);
     return;
@@ -314,7 +323,8 @@ static void ctrl_send(struct tcp_state *st, int peer, int failed_rank,
                       sharc_status_t s) {
   tcp_peer_t *pp = &st->peers[peer];
   int fd = atomic_load(&pp->ctrl_fd);
-  if (fd < 0 || atomic_load(&pp->lost)) return;
+  if (fd < 0 || atomic_load(&pp->lost))
+    return;
   ctrl_msg_t m = {TCP_CTRL_MAGIC, failed_rank, (int32_t)s};
   pthread_mutex_lock(&pp->ctrl_lock);
   ssize_t n;
@@ -330,9 +340,11 @@ static void ctrl_send(struct tcp_state *st, int peer, int failed_rank,
 static void tcp_notify_abort(struct sharc_comm *comm, int failed_rank,
                              sharc_status_t s) {
   struct tcp_state *st = comm->tcp;
-  if (!st) return;
+  if (!st)
+    return;
   for (int r = 0; r < comm->nranks; r++)
-    if (r != comm->rank) ctrl_send(st, r, failed_rank, s);
+    if (r != comm->rank)
+      ctrl_send(st, r, failed_rank, s);
 }
 
 /* ---- progress thread: data ------------------------------------------------
@@ -346,21 +358,26 @@ static void do_recv(struct tcp_state *st, tcp_pair_t *p) {
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
     size_t off = (size_t)head & (r->size - 1);
     size_t want = SHARC_MIN(r->size - (size_t)(head - tail), r->size - off);
-    if (want == 0) break;
+    if (want == 0)
+      break;
     ssize_t n = recv(p->fd, r->buf + off, want, MSG_DONTWAIT);
     if (n > 0) {
       atomic_store_explicit(&r->head, head + (uint64_t)n, memory_order_release);
       got = 1;
-      if ((size_t)n < want) break;
+      if ((size_t)n < want)
+        break;
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
     err = n < 0 ? errno : 0;
     ended = 1;
     break;
   }
-  if (got) comm_wake(st->comm);
+  if (got)
+    comm_wake(st->comm);
   if (ended) {
     atomic_store(&p->rx_eof, 1);
     TRACE(SUB_NET, "tcp: rank %d channel %d: receive side ended (%s)", p->peer,
@@ -377,20 +394,25 @@ static void do_send(struct tcp_state *st, tcp_pair_t *p) {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
     size_t off = (size_t)tail & (r->size - 1);
     size_t want = SHARC_MIN((size_t)(head - tail), r->size - off);
-    if (want == 0) break;
+    if (want == 0)
+      break;
     ssize_t n = send(p->fd, r->buf + off, want, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       atomic_store_explicit(&r->tail, tail + (uint64_t)n, memory_order_release);
       freed = 1;
-      if ((size_t)n < want) break;
+      if ((size_t)n < want)
+        break;
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
     err = n < 0 ? errno : EPIPE;
     break;
   }
-  if (freed) comm_wake(st->comm);
+  if (freed)
+    comm_wake(st->comm);
   if (err) {
     atomic_store(&p->tx_dead, 1);
     pair_ended(st, p, err);
@@ -404,18 +426,22 @@ static int ring_ready(ring_t *r, int tx) {
   for (int pass = 0; pass < 2; pass++) {
     uint64_t used = atomic_load(&r->head) - atomic_load(&r->tail);
     if (tx ? used > 0 : used < r->size) {
-      if (pass) atomic_store(&r->armed, 1);
+      if (pass)
+        atomic_store(&r->armed, 1);
       return 1;
     }
-    if (!pass) atomic_store(&r->armed, 0);
+    if (!pass)
+      atomic_store(&r->armed, 0);
   }
   return 0;
 }
 
 static short pair_events(tcp_pair_t *p) {
   short ev = 0;
-  if (!atomic_load(&p->rx_eof) && ring_ready(&p->rxr, 0)) ev |= POLLIN;
-  if (!atomic_load(&p->tx_dead) && ring_ready(&p->txr, 1)) ev |= POLLOUT;
+  if (!atomic_load(&p->rx_eof) && ring_ready(&p->rxr, 0))
+    ev |= POLLIN;
+  if (!atomic_load(&p->tx_dead) && ring_ready(&p->txr, 1))
+    ev |= POLLOUT;
   return ev;
 }
 
@@ -424,7 +450,8 @@ static short pair_events(tcp_pair_t *p) {
 
 static int token_equal(const uint8_t *a, const uint8_t *b) {
   volatile uint8_t d = 0;
-  for (size_t i = 0; i < SHARC_TOKEN_BYTES; i++) d |= (uint8_t)(a[i] ^ b[i]);
+  for (size_t i = 0; i < SHARC_TOKEN_BYTES; i++)
+    d |= (uint8_t)(a[i] ^ b[i]);
   return d == 0;
 }
 
@@ -436,7 +463,8 @@ static void do_accept(struct tcp_state *st) {
     int fd = accept4(st->comm->listen_fd, (struct sockaddr *)&pe->from.sa,
                      &pe->from.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         WARN(SUB_NET, "tcp: accept on the data listener: %s; retrying in 1 s",
              strerror(errno));
@@ -486,7 +514,8 @@ static int bind_hello(struct tcp_state *st, pending_t *pe) {
       }
     }
     pthread_mutex_unlock(&st->lock);
-    if (!ok && !bad) bad = "duplicate connection";
+    if (!ok && !bad)
+      bad = "duplicate connection";
   }
   char as[96];
   if (bad) {
@@ -513,13 +542,17 @@ static void pend_read(struct tcp_state *st, pending_t *pe) {
                      sizeof pe->h - pe->fill, MSG_DONTWAIT);
     if (n > 0) {
       pe->fill += (size_t)n;
-      if (pe->fill < sizeof pe->h) continue;
-      if (!bind_hello(st, pe)) close(pe->fd);
+      if (pe->fill < sizeof pe->h)
+        continue;
+      if (!bind_hello(st, pe))
+        close(pe->fd);
       pe->fd = -1;
       return;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return;
     WARN(SUB_NET, "tcp: dropped connection from %s: closed before its hello",
          net_addr_str(&pe->from, as, sizeof as));
     close(pe->fd);
@@ -540,7 +573,8 @@ static void pend_expire(struct tcp_state *st, uint64_t now) {
       close(pe->fd);
       pe->fd = -1;
     }
-    if (pe->fd >= 0) st->pend[j++] = *pe;
+    if (pe->fd >= 0)
+      st->pend[j++] = *pe;
   }
   st->npend = j;
 }
@@ -552,10 +586,13 @@ static int poll_add(struct tcp_state *st, size_t *n, int fd, short ev, int kind,
   if (*n == st->pcap) {
     size_t cap = st->pcap ? 2 * st->pcap : 64;
     struct pollfd *pfd = realloc(st->pfd, cap * sizeof *pfd);
-    if (pfd) st->pfd = pfd;
+    if (pfd)
+      st->pfd = pfd;
     void *pwho = realloc(st->pwho, cap * sizeof *st->pwho);
-    if (pwho) st->pwho = pwho;
-    if (!pfd || !pwho) return -1;
+    if (pwho)
+      st->pwho = pwho;
+    if (!pfd || !pwho)
+      return -1;
     st->pcap = cap;
   }
   st->pfd[*n] = (struct pollfd){fd, ev, 0};
@@ -589,7 +626,8 @@ static int build_pollset(struct tcp_state *st, size_t *n, int *timeout_ms) {
     for (int c = 0; c < st->nchan; c++) {
       tcp_pair_t *p = pp->chan[c];
       short ev = p && p->fd >= 0 ? pair_events(p) : 0;
-      if (ev) rc |= poll_add(st, n, p->fd, ev, K_DATA, p);
+      if (ev)
+        rc |= poll_add(st, n, p->fd, ev, K_DATA, p);
     }
   }
   *timeout_ms = next == UINT64_MAX ? -1
@@ -619,7 +657,8 @@ static void *progress_main(void *arg) {
     }
     for (size_t i = 0; i < n; i++) {
       short re = st->pfd[i].revents, ev = st->pfd[i].events;
-      if (!re) continue;
+      if (!re)
+        continue;
       void *obj = st->pwho[i].obj;
       switch (st->pwho[i].kind) {
       case K_EFD: {
@@ -638,8 +677,10 @@ static void *progress_main(void *arg) {
         ctrl_read(st, (int)(intptr_t)obj);
         break;
       case K_DATA:
-        if (ev & POLLIN) do_recv(st, obj);
-        if (ev & POLLOUT) do_send(st, obj);
+        if (ev & POLLIN)
+          do_recv(st, obj);
+        if (ev & POLLOUT)
+          do_send(st, obj);
         break;
       }
     }
@@ -653,7 +694,8 @@ static void *progress_main(void *arg) {
 static void state_free(struct tcp_state *st);
 
 static sharc_status_t tcp_setup(struct sharc_comm *comm) {
-  if (comm->tcp) return SHARC_OK;
+  if (comm->tcp)
+    return SHARC_OK;
   if (comm->listen_fd < 0)
     return comm_error(comm, SHARC_ERR_INTERNAL,
                       "tcp: setup without a data listener (listen_fd -1)");
@@ -663,9 +705,11 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
                       "tcp: %d channels; at most 255", nchan);
   int64_t want = param_int(PARAM_TCP_FIFO_BYTES);
   size_t fifo = 4096;
-  while ((int64_t)fifo < want && fifo < ((size_t)1 << 30)) fifo <<= 1;
+  while ((int64_t)fifo < want && fifo < ((size_t)1 << 30))
+    fifo <<= 1;
   struct tcp_state *st = calloc(1, sizeof *st);
-  if (!st) return comm_error(comm, SHARC_ERR_NO_MEM, "tcp: out of memory");
+  if (!st)
+    return comm_error(comm, SHARC_ERR_NO_MEM, "tcp: out of memory");
   st->comm = comm;
   st->nchan = nchan;
   st->fifo_bytes = fifo;
@@ -713,7 +757,8 @@ static sharc_status_t dial(struct tcp_state *st, int peer, uint32_t chan,
     hello_t h = {TCP_MAGIC, TCP_VERSION, comm->uid, {0}, comm->rank, chan};
     memcpy(h.token, comm->token, sizeof h.token);
     s = net_send_all(fd, &h, sizeof h, deadline);
-    if (s != SHARC_OK) close(fd);
+    if (s != SHARC_OK)
+      close(fd);
   }
   if (s != SHARC_OK)
     return comm_error(comm, s == SHARC_ERR_TIMEOUT ? s : SHARC_ERR_NET,
@@ -742,7 +787,8 @@ static sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
   pthread_mutex_lock(&st->lock);
   tcp_pair_t *p = pair_get(st, peer, chan);
   int bound = p && p->fd >= 0;
-  if (p && peer < comm->rank && p->deadline == 0) p->deadline = deadline_ns;
+  if (p && peer < comm->rank && p->deadline == 0)
+    p->deadline = deadline_ns;
   pthread_mutex_unlock(&st->lock);
   if (!p)
     return comm_error(comm, SHARC_ERR_NO_MEM,
@@ -758,7 +804,8 @@ static sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
     if (atomic_load(&pp->ctrl_fd) < 0) {
       int fd;
       s = dial(st, peer, TCP_CTRL, deadline_ns, &fd);
-      if (s == SHARC_OK) atomic_store(&pp->ctrl_fd, fd);
+      if (s == SHARC_OK)
+        atomic_store(&pp->ctrl_fd, fd);
     }
     pthread_mutex_lock(&st->lock);
     bound = p->fd >= 0;
@@ -774,7 +821,8 @@ static sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
     }
     pthread_mutex_unlock(&st->dial_lock);
     kick(st);
-    if (s != SHARC_OK) return s;
+    if (s != SHARC_OK)
+      return s;
   }
   *conn = is_send ? &p->tx.base : &p->rx.base;
   return SHARC_OK;
@@ -794,10 +842,10 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
   if (!bound) {
     if (deadline && time_ns() > deadline)
       return comm_record(comm, SHARC_ERR_TIMEOUT,
-                        "tcp: rank %d (host %s, listening at %s) never "
-                        "connected channel %d to this rank (SHARC_TIMEOUT=%s)",
-                        c->peer, host, addr_of(comm, c->peer, as, sizeof as),
-                        c->chan, param_str(PARAM_TIMEOUT));
+                         "tcp: rank %d (host %s, listening at %s) never "
+                         "connected channel %d to this rank (SHARC_TIMEOUT=%s)",
+                         c->peer, host, addr_of(comm, c->peer, as, sizeof as),
+                         c->chan, param_str(PARAM_TIMEOUT));
     return SHARC_OK;
   }
   int ended;
@@ -811,20 +859,20 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
     int err = atomic_load(&p->err);
     if (err && err != ECONNRESET && err != EPIPE)
       return comm_record(comm, SHARC_ERR_NET,
-                        "tcp: channel %d to rank %d (host %s, %s): %s", c->chan,
-                        c->peer, host, addr_of(comm, c->peer, as, sizeof as),
-                        strerror(err));
+                         "tcp: channel %d to rank %d (host %s, %s): %s",
+                         c->chan, c->peer, host,
+                         addr_of(comm, c->peer, as, sizeof as), strerror(err));
     if (atomic_load(&pp->goodbye))
       return comm_record(comm, SHARC_ERR_PEER_LOST,
-                        "tcp: rank %d (host %s) left the communicator while "
-                        "this rank still %s it on channel %d",
-                        c->peer, host,
-                        c->is_send ? "had data for" : "expected data from",
-                        c->chan);
+                         "tcp: rank %d (host %s) left the communicator while "
+                         "this rank still %s it on channel %d",
+                         c->peer, host,
+                         c->is_send ? "had data for" : "expected data from",
+                         c->chan);
     return comm_record(comm, SHARC_ERR_PEER_LOST,
-                      "rank %d (host %s, pid %d) closed its connection: "
-                      "process died or left the communicator",
-                      c->peer, host, comm->peers[c->peer].pid);
+                       "rank %d (host %s, pid %d) closed its connection: "
+                       "process died or left the communicator",
+                       c->peer, host, comm->peers[c->peer].pid);
   }
   return SHARC_OK;
 }
@@ -855,20 +903,24 @@ static void close_socket(int fd) {
 
 static void state_free(struct tcp_state *st) {
   struct sharc_comm *comm = st->comm;
-  for (int i = 0; i < st->npend; i++) close(st->pend[i].fd);
+  for (int i = 0; i < st->npend; i++)
+    close(st->pend[i].fd);
   if (st->peers)
     for (int r = 0; r < comm->nranks; r++) {
       int fd = atomic_load(&st->peers[r].ctrl_fd);
-      if (fd >= 0) close_socket(fd);
+      if (fd >= 0)
+        close_socket(fd);
       pthread_mutex_destroy(&st->peers[r].ctrl_lock);
     }
   if (st->pairs)
     for (size_t i = 0; i < (size_t)comm->nranks * (size_t)st->nchan; i++) {
       tcp_pair_t *p = st->pairs[i];
-      if (p && p->fd >= 0) close_socket(p->fd);
+      if (p && p->fd >= 0)
+        close_socket(p->fd);
       pair_free(p);
     }
-  if (st->efd >= 0) close(st->efd);
+  if (st->efd >= 0)
+    close(st->efd);
   pthread_mutex_destroy(&st->lock);
   pthread_mutex_destroy(&st->dial_lock);
   free(st->pfd);
@@ -880,13 +932,15 @@ static void state_free(struct tcp_state *st) {
 
 static void tcp_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
   struct tcp_state *st = comm->tcp;
-  if (!st) return;
+  if (!st)
+    return;
   if (st->thread_started) {
     /* The progress thread drains the tx rings; it rings our doorbell each
      * time it frees space. */
     for (;;) { /* after a failure nobody waits for our bytes */
       uint32_t seen = atomic_load(&comm->wake->doorbell);
-      if (atomic_load(&comm->fail.failed) || tx_flushed(st)) break;
+      if (atomic_load(&comm->fail.failed) || tx_flushed(st))
+        break;
       uint64_t now = time_ns();
       if (now >= deadline_ns) {
         WARN(SUB_NET, "tcp: teardown: unsent bytes dropped at the deadline");
@@ -895,7 +949,8 @@ static void tcp_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
       comm_wait(comm, seen, SHARC_MIN(deadline_ns - now, 100000000ull));
     }
     for (int r = 0; r < comm->nranks; r++)
-      if (r != comm->rank) ctrl_send(st, r, comm->rank, SHARC_OK);
+      if (r != comm->rank)
+        ctrl_send(st, r, comm->rank, SHARC_OK);
     atomic_store(&st->stop, 1);
     kick(st);
     pthread_join(st->thread, NULL);

@@ -6,7 +6,8 @@ int main(void) {
   sharc_comm_t comm;
   sharc_status_t st = sharc_comm_init_env(&comm);
   if (st != SHARC_OK) {
-    fprintf(stderr, "init: %s: %s\n", sharc_status_name(st), sharc_last_error());
+    fprintf(stderr, "init: %s: %s\n", sharc_status_name(st),
+            sharc_last_error());
     return 1;
   }
   int rank, size;

@@ -14,9 +14,11 @@ int main() {
   sharc_comm_rank(comm, &rank);
   sharc_comm_size(comm, &size);
   std::vector<int> all(static_cast<size_t>(size));
-  sharc_status_t st = sharc_all_gather(&rank, all.data(), 1, SHARC_I32, comm, nullptr);
+  sharc_status_t st =
+      sharc_all_gather(&rank, all.data(), 1, SHARC_I32, comm, nullptr);
   bool ok = st == SHARC_OK;
-  for (int i = 0; i < size; i++) ok = ok && all[static_cast<size_t>(i)] == i;
+  for (int i = 0; i < size; i++)
+    ok = ok && all[static_cast<size_t>(i)] == i;
   std::printf("consumer_cxx rank %d: %s\n", rank, ok ? "ok" : "WRONG");
   sharc_comm_destroy(comm);
   return ok ? 0 : 1;

@@ -39,7 +39,8 @@ static int names(const char *msg, const char *words) {
   char buf[128], *save = NULL;
   snprintf(buf, sizeof buf, "%s", words);
   for (char *w = strtok_r(buf, "|", &save); w; w = strtok_r(NULL, "|", &save))
-    if (strcasestr(msg, w)) return 1;
+    if (strcasestr(msg, w))
+      return 1;
   return 0;
 }
 
@@ -49,7 +50,8 @@ static void expect_invalid(sharc_status_t st, sharc_comm_t c, const char *call,
                            const char *words) {
   const char *msg = sharc_comm_last_error(c);
   char d[640];
-  if (!msg) msg = "(null)";
+  if (!msg)
+    msg = "(null)";
   snprintf(d, sizeof d,
            "returned %s, message '%s' (wanted SHARC_ERR_INVALID_ARG naming %s)",
            sharc_status_name(st), msg, words);

@@ -93,7 +93,8 @@ static void fail_job(job_t *j, const char *what, size_t idx, const char *es,
                      const char *gs) {
   char op[32];
   j->ok = 0;
-  if (X.printed++ >= MAX_PRINT) return;
+  if (X.printed++ >= MAX_PRINT)
+    return;
   if (j->coll == C_BC)
     snprintf(op, sizeof op, "root=%d", j->root);
   else
@@ -103,14 +104,19 @@ static void fail_job(job_t *j, const char *what, size_t idx, const char *es,
          "index=%zu "
          "expected=%s got=%s\n",
          coll_name[j->coll], j->coll == C_BAR ? "-" : data_dt_name[j->dt], op,
-         j->inplace, j->count, j->mem == 1 ? " mem=alloc" : j->mem == 2 ? " mem=registered" : "", what, idx, es, gs);
+         j->inplace, j->count,
+         j->mem == 1   ? " mem=alloc"
+         : j->mem == 2 ? " mem=registered"
+                       : "",
+         what, idx, es, gs);
 }
 
 static unsigned char *galloc(job_t *j, size_t bytes) {
   unsigned char *p = NULL;
   if (j->mem == 1) {
     void *q = NULL;
-    if (sharc_mem_alloc(&q, bytes + 2 * GUARD) != SHARC_OK) q = NULL;
+    if (sharc_mem_alloc(&q, bytes + 2 * GUARD) != SHARC_OK)
+      q = NULL;
     p = q;
   } else if (j->mem == 2) { /* caller-owned memory, registered */
     p = malloc(bytes + 2 * GUARD);
@@ -132,7 +138,8 @@ static unsigned char *galloc(job_t *j, size_t bytes) {
 }
 
 static void gfree(job_t *j, unsigned char *p, size_t bytes, const char *name) {
-  if (!p) return;
+  if (!p)
+    return;
   for (size_t k = 0; k < GUARD; k++) {
     int before = p[-1 - (long)k] != 0xA5;
     if (before || p[bytes + k] != 0xA5) {
@@ -149,7 +156,8 @@ static void gfree(job_t *j, unsigned char *p, size_t bytes, const char *name) {
     sharc_mem_free(p - GUARD);
   } else {
     if (j->mem == 2 && sharc_mem_deregister(p - GUARD) != SHARC_OK)
-      fail_job(j, "sharc_mem_deregister failed", 0, "SHARC_OK", sharc_last_error());
+      fail_job(j, "sharc_mem_deregister failed", 0, "SHARC_OK",
+               sharc_last_error());
     free(p - GUARD);
   }
 }
@@ -168,7 +176,8 @@ static int job_prepare(job_t *j) {
   size_t rel = 0, sel = 0; /* elements of the recv / send allocations */
   j->ok = 1;
   j->d = (data_spec_t){j->dt, j->op, X.n, X.seed * 1000003u + ++X.jobno};
-  if (j->coll == C_BAR) return 1;
+  if (j->coll == C_BAR)
+    return 1;
   if (j->coll == C_AG)
     rel = n * c, sel = c;
   else if (j->coll == C_RS)
@@ -176,16 +185,20 @@ static int job_prepare(job_t *j) {
   else
     rel = sel = c;
   j->rbytes = rel * sz;
-  if (!(j->rb = galloc(j, j->rbytes))) return 0;
+  if (!(j->rb = galloc(j, j->rbytes)))
+    return 0;
   if (!j->inplace) {
     j->sbytes = sel * sz;
-    if (!(j->sb = galloc(j, j->sbytes))) return 0;
+    if (!(j->sb = galloc(j, j->sbytes)))
+      return 0;
   }
   unsigned char *in = j->inplace ? j->rb : j->sb;
   j->recv = j->rb;
   j->send = in;
-  if (j->coll == C_AG && j->inplace) j->send = in = j->rb + r * c * sz;
-  if (j->coll == C_RS && j->inplace) j->recv = j->rb + r * c * sz;
+  if (j->coll == C_AG && j->inplace)
+    j->send = in = j->rb + r * c * sz;
+  if (j->coll == C_RS && j->inplace)
+    j->recv = j->rb + r * c * sz;
   if (j->coll == C_BC) {
     if (X.rank == j->root)
       fill(j, in, j->root, c);
@@ -210,7 +223,8 @@ static sharc_status_t job_launch(job_t *j, sharc_stream_t s) {
   case C_BC:
     return sharc_broadcast(j->send, j->recv, j->count, j->dt, j->root, X.comm,
                            s);
-  default: return sharc_barrier(X.comm, s);
+  default:
+    return sharc_barrier(X.comm, s);
   }
 }
 
@@ -271,14 +285,17 @@ static void job_status_fail(job_t *j, sharc_status_t st) {
 static void run_blocking(job_t *j) {
   if (job_prepare(j)) {
     sharc_status_t st = job_launch(j, NULL);
-    if (st != SHARC_OK) job_status_fail(j, st);
+    if (st != SHARC_OK)
+      job_status_fail(j, st);
   }
   job_verify(j);
 }
 
 static int large_ok(int coll, int dt, int opsel, int inplace) {
-  if (X.small) return 0; /* many ranks: memory would grow with n^2 */
-  if (X.full) return 1; /* every case at the large count */
+  if (X.small)
+    return 0; /* many ranks: memory would grow with n^2 */
+  if (X.full)
+    return 1; /* every case at the large count */
   for (size_t k = 0; k < sizeof large_cases / sizeof *large_cases; k++)
     if (large_cases[k].coll == coll && large_cases[k].dt == dt &&
         large_cases[k].op == opsel && large_cases[k].inplace == inplace &&
@@ -290,7 +307,8 @@ static int large_ok(int coll, int dt, int opsel, int inplace) {
 static void sweep(void) {
   int roots[3] = {0, X.n - 1, X.n / 2};
   for (int coll = C_AG; coll <= C_BAR && !X.dead; coll++) {
-    if (!(X.colls & (1u << coll))) continue;
+    if (!(X.colls & (1u << coll)))
+      continue;
     if (coll == C_BAR) {
       job_t j = {.coll = C_BAR};
       run_blocking(&j);
@@ -298,7 +316,8 @@ static void sweep(void) {
     }
     int nsel = coll == C_AG ? 1 : coll == C_BC ? 3 : SHARC_OP_COUNT;
     for (int dt = 0; dt < SHARC_DTYPE_COUNT; dt++) {
-      if (!(X.types & (1u << dt))) continue;
+      if (!(X.types & (1u << dt)))
+        continue;
       for (int sel = 0; sel < nsel; sel++) {
         if (coll == C_BC &&
             ((sel == 1 && roots[1] == 0) ||
@@ -307,13 +326,15 @@ static void sweep(void) {
         for (int ip = 0; ip < 2; ip++) {
           for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
             int opsel = coll == C_AG ? DATA_OP_COPY : sel;
-            if (counts[ci] == LARGE && !large_ok(coll, dt, opsel, ip)) continue;
+            if (counts[ci] == LARGE && !large_ok(coll, dt, opsel, ip))
+              continue;
             job_t j = {
                 .coll = coll, .dt = dt, .inplace = ip, .count = counts[ci]};
             j.op = coll == C_AG || coll == C_BC ? DATA_OP_COPY : sel;
             j.root = coll == C_BC ? roots[sel] : 0;
             run_blocking(&j);
-            if (X.dead) return;
+            if (X.dead)
+              return;
           }
         }
       }
@@ -378,7 +399,8 @@ static void run_stream(void) {
   sharc_status_t st;
   int done = -1;
   cc_check_st(st = sharc_stream_create(&s), X.comm, "sharc_stream_create");
-  if (st != SHARC_OK) return;
+  if (st != SHARC_OK)
+    return;
   cc_check_st(st = sharc_event_create(&ev), X.comm, "sharc_event_create");
   for (k = 0; k < nj && st == SHARC_OK; k++)
     if (job_prepare(&jobs[k]) && (st = job_launch(&jobs[k], s)) != SHARC_OK)
@@ -394,7 +416,8 @@ static void run_stream(void) {
     cc_check(done == 1, "event done after sharc_event_synchronize", 1, done);
     cc_check_st(sharc_stream_synchronize(s), X.comm,
                 "sharc_stream_synchronize");
-    if (st != SHARC_OK) X.dead = 1;
+    if (st != SHARC_OK)
+      X.dead = 1;
   } else {
     sharc_stream_synchronize(
         s); /* buffers stay valid until the queue drained */
@@ -528,13 +551,16 @@ int main(int argc, char **argv) {
   cc_check(ls >= 1 && ls <= X.n && lr >= 0 && lr < ls,
            "0 <= local_rank < local_size <= size", ls, lr);
   cc_check(nh >= 1 && nh <= X.n, "1 <= nhosts <= size", 1, nh);
-  if (X.n < 1) X.n = 1, X.dead = 1;
+  if (X.n < 1)
+    X.n = 1, X.dead = 1;
 
   for (int it = 0; it < X.iters && !X.dead; it++) {
     X.seed += (uint64_t)it * 7919;
     sweep();
-    if (!X.dead && (X.colls & (1u << C_STREAM))) run_stream();
-    if (!X.dead && (X.colls & (1u << C_MEM))) run_mem();
+    if (!X.dead && (X.colls & (1u << C_STREAM)))
+      run_stream();
+    if (!X.dead && (X.colls & (1u << C_MEM)))
+      run_mem();
     if (!X.dead && (X.colls & (1u << C_SPLIT)) &&
         split_check(X.comm, X.rank, X.n) != 0)
       X.dead = 1;
@@ -566,7 +592,8 @@ int main(int argc, char **argv) {
            "ranks%s)\n",
            (long long)tot[0], (long long)tot[1], X.n,
            X.quick ? ", --quick" : "");
-  if (tot[1]) rc = 1;
+  if (tot[1])
+    rc = 1;
   st = sharc_comm_destroy(X.comm);
   if (st != SHARC_OK) {
     printf("coll_check: sharc_comm_destroy: %s\n", sharc_status_name(st));

@@ -26,9 +26,12 @@ uint16_t data_f32_to_f16(float f) {
   memcpy(&x, &f, 4);
   sign = (x >> 16) & 0x8000u;
   ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
-  if (ax >= 0x47800000u) return (uint16_t)(sign | 0x7c00u); /* >= 65536: inf */
-  if (ax < 0x33000000u) return (uint16_t)sign;              /* <= 2^-25: 0 */
+  if (ax > 0x7f800000u)
+    return (uint16_t)(sign | 0x7e00u); /* NaN */
+  if (ax >= 0x47800000u)
+    return (uint16_t)(sign | 0x7c00u); /* >= 65536: inf */
+  if (ax < 0x33000000u)
+    return (uint16_t)sign; /* <= 2^-25: 0 */
   uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift, r, rem, half;
   if (ax < 0x38800000u) { /* subnormal result: units of 2^-24 */
     shift = 126 - e;
@@ -39,7 +42,8 @@ uint16_t data_f32_to_f16(float f) {
   }
   rem = m & ((1u << shift) - 1);
   half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (r & 1))) r++; /* may carry into exponent */
+  if (rem > half || (rem == half && (r & 1)))
+    r++; /* may carry into exponent */
   return (uint16_t)(sign | r);
 }
 
@@ -60,7 +64,8 @@ float data_f16_to_f32(uint16_t h) {
 uint16_t data_f32_to_bf16(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40u);
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
@@ -82,10 +87,12 @@ static int is_signed(int dt) {
 /* Truncates v to the width of dt, sign-extending signed types. */
 static uint64_t norm_int(int dt, uint64_t v) {
   unsigned w = 8 * (unsigned)data_dt_size[dt];
-  if (w == 64) return v;
+  if (w == 64)
+    return v;
   uint64_t mask = (UINT64_C(1) << w) - 1;
   v &= mask;
-  if (is_signed(dt) && (v >> (w - 1)) & 1) v |= ~mask;
+  if (is_signed(dt) && (v >> (w - 1)) & 1)
+    v |= ~mask;
   return v;
 }
 
@@ -93,8 +100,12 @@ static void store_flt(int dt, void *p, double v) {
   float f = (float)v;
   uint16_t h;
   switch (dt) {
-  case SHARC_F32: memcpy(p, &f, 4); break;
-  case SHARC_F64: memcpy(p, &v, 8); break;
+  case SHARC_F32:
+    memcpy(p, &f, 4);
+    break;
+  case SHARC_F64:
+    memcpy(p, &v, 8);
+    break;
   case SHARC_F16:
     h = data_f32_to_f16(f);
     memcpy(p, &h, 2);
@@ -111,10 +122,18 @@ static double load_flt(int dt, const void *p) {
   double d;
   uint16_t h;
   switch (dt) {
-  case SHARC_F32: memcpy(&f, p, 4); return f;
-  case SHARC_F64: memcpy(&d, p, 8); return d;
-  case SHARC_F16: memcpy(&h, p, 2); return data_f16_to_f32(h);
-  default: memcpy(&h, p, 2); return data_bf16_to_f32(h);
+  case SHARC_F32:
+    memcpy(&f, p, 4);
+    return f;
+  case SHARC_F64:
+    memcpy(&d, p, 8);
+    return d;
+  case SHARC_F16:
+    memcpy(&h, p, 2);
+    return data_f16_to_f32(h);
+  default:
+    memcpy(&h, p, 2);
+    return data_bf16_to_f32(h);
   }
 }
 
@@ -163,23 +182,33 @@ data_val_t data_gen(const data_spec_t *j, int r, size_t g) {
     case SHARC_AVG: /* same sign on every rank, |v| in [1, 4) */
       v.f = (g % 3 == j->seed % 3 ? -1.0 : 1.0) * (1.0 + 3.0 * unit);
       break;
-    case SHARC_PROD: v.f = window ? fprod[h % 6] : (h & 1 ? 1.0 : -1.0); break;
-    default: v.f = 200.0 * unit - 100.0; break; /* MIN, MAX */
+    case SHARC_PROD:
+      v.f = window ? fprod[h % 6] : (h & 1 ? 1.0 : -1.0);
+      break;
+    default:
+      v.f = 200.0 * unit - 100.0;
+      break; /* MIN, MAX */
     }
     v.f = quantize(dt, v.f);
     return v;
   }
   int s = is_signed(dt);
   switch (j->op) {
-  case SHARC_SUM: v.u = s ? (uint64_t)((int64_t)(h % 17) - 8) : h; break;
-  case SHARC_AVG: v.u = s ? (uint64_t)((int64_t)(h % 17) - 8) : h % 16; break;
+  case SHARC_SUM:
+    v.u = s ? (uint64_t)((int64_t)(h % 17) - 8) : h;
+    break;
+  case SHARC_AVG:
+    v.u = s ? (uint64_t)((int64_t)(h % 17) - 8) : h % 16;
+    break;
   case SHARC_PROD:
     if (window)
       v.u = s ? (uint64_t)sprod[h % 5] : uprod[h % 8];
     else
       v.u = s ? (h & 1 ? 1 : (uint64_t)-1) : 1;
     break;
-  default: v.u = h; break; /* MIN, MAX: full range */
+  default:
+    v.u = h;
+    break; /* MIN, MAX: full range */
   }
   v.u = norm_int(dt, v.u);
   return v;
@@ -213,11 +242,14 @@ data_val_t data_reference(const data_spec_t *j, size_t g) {
       acc.u *= v.u;
     } else {
       int less = is_signed(dt) ? (int64_t)v.u < (int64_t)acc.u : v.u < acc.u;
-      if (less == (op == SHARC_MIN)) acc.u = v.u;
+      if (less == (op == SHARC_MIN))
+        acc.u = v.u;
     }
   }
-  if (op == SHARC_AVG && is_float(dt)) acc.f /= j->nranks;
-  if (is_float(dt)) return acc;
+  if (op == SHARC_AVG && is_float(dt))
+    acc.f /= j->nranks;
+  if (is_float(dt))
+    return acc;
   acc.u = norm_int(dt, acc.u); /* the sum in the type's width ... */
   if (op == SHARC_AVG)         /* ... then divided, truncating toward zero */
     acc.u = is_signed(dt) ? (uint64_t)((int64_t)acc.u / j->nranks)
@@ -235,7 +267,8 @@ int data_matches(const data_spec_t *j, const void *p, data_val_t e, char *es,
     uint64_t got = load_bits(dt, p),
              want =
                  e.u & (sz == 8 ? ~UINT64_C(0) : (UINT64_C(1) << 8 * sz) - 1);
-    if (got == want) return 1;
+    if (got == want)
+      return 1;
     if (op == DATA_OP_COPY) {
       sprintf(es, "0x%0*llx", (int)sz * 2, (unsigned long long)want);
       sprintf(gs, "0x%0*llx", (int)sz * 2, (unsigned long long)got);
@@ -259,7 +292,8 @@ int data_matches(const data_spec_t *j, const void *p, data_val_t e, char *es,
     else
       rel = 1.6e-2 * j->nranks, abs_tol = 1e-2;
   }
-  if (fabs(got - e.f) <= rel * fabs(e.f) + abs_tol) return 1;
+  if (fabs(got - e.f) <= rel * fabs(e.f) + abs_tol)
+    return 1;
   sprintf(es, "%.17g", e.f);
   sprintf(gs, "%.17g", got);
   return 0;

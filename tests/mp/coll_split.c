@@ -23,7 +23,8 @@ static void sub_all_reduce(sharc_comm_t sub, int (*in)(int q),
                            const char *what) {
   enum { CNT = 1000 };
   int64_t *buf = malloc(CNT * sizeof *buf), want0 = 0;
-  if (!buf) return;
+  if (!buf)
+    return;
   for (int i = 0; i < CNT; i++)
     buf[i] = (int64_t)S.rank * 1000 + i;
   sharc_status_t st =
@@ -31,12 +32,14 @@ static void sub_all_reduce(sharc_comm_t sub, int (*in)(int q),
   cc_check_st(st, sub, what);
   int members = 0;
   for (int q = 0; q < S.n; q++)
-    if (in(q)) want0 += (int64_t)q * 1000, members++;
+    if (in(q))
+      want0 += (int64_t)q * 1000, members++;
   int bad = 0;
   for (int i = 0; i < CNT && st == SHARC_OK; i++)
     if (buf[i] != want0 + (int64_t)members * i && bad++ == 0)
       cc_check(0, what, (long)(want0 + (int64_t)members * i), (long)buf[i]);
-  if (st == SHARC_OK && !bad) cc_check(1, what, 0, 0);
+  if (st == SHARC_OK && !bad)
+    cc_check(1, what, 0, 0);
   free(buf);
 }
 
@@ -59,7 +62,8 @@ static void abort_check(void) {
   sharc_comm_t dup = NULL;
   sharc_status_t st = sharc_comm_split(S.comm, 0, S.rank, &dup);
   cc_check_st(st, S.comm, "abort: sharc_comm_split (duplicate)");
-  if (st != SHARC_OK || !dup) return;
+  if (st != SHARC_OK || !dup)
+    return;
   sub_all_reduce(dup, everyone, "abort: all_reduce before the abort");
   double t0 = now_s();
   if (S.rank == 0) {
@@ -122,7 +126,8 @@ static int split_groups(void) {
     return 0;
   }
   cc_check(sub != NULL, "split: communicator returned", 1, sub != NULL);
-  if (!sub) return 0;
+  if (!sub)
+    return 0;
   cc_check_st(sharc_comm_size(sub, &size), sub, "split: sharc_comm_size");
   cc_check_st(sharc_comm_rank(sub, &rank), sub, "split: sharc_comm_rank");
   cc_check(size == S.n - 1, "split: size without the last rank", S.n - 1, size);
@@ -135,6 +140,7 @@ static int split_groups(void) {
 int split_check(sharc_comm_t comm, int myrank, int nranks) {
   S.comm = comm, S.rank = myrank, S.n = nranks;
   int rc = split_groups();
-  if (rc == 0) abort_check();
+  if (rc == 0)
+    abort_check();
   return rc;
 }

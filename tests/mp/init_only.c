@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
       rc = 1;
     }
   }
-  if (sharc_comm_destroy(comm) != SHARC_OK) rc = 1;
+  if (sharc_comm_destroy(comm) != SHARC_OK)
+    rc = 1;
   return rc;
 }

@@ -36,7 +36,8 @@ static int names_rank(const char *msg, int k) {
   char want[32];
   int len = snprintf(want, sizeof want, "rank %d", k);
   for (const char *p = strstr(msg, want); p; p = strstr(p + 1, want))
-    if (!isdigit((unsigned char)p[len])) return 1;
+    if (!isdigit((unsigned char)p[len]))
+      return 1;
   return 0;
 }
 
@@ -65,7 +66,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   float *in = malloc(COUNT * sizeof *in), *out = malloc(COUNT * sizeof *out);
-  if (!in || !out) return 2;
+  if (!in || !out)
+    return 2;
   for (unsigned i = 0; i < COUNT; i++)
     in[i] = 1.0f;
 
@@ -80,7 +82,8 @@ int main(int argc, char **argv) {
     }
     out[0] = out[COUNT - 1] = -1.0f;
     st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
-    if (st != SHARC_OK) break;
+    if (st != SHARC_OK)
+      break;
     if (out[0] != (float)n || out[COUNT - 1] != (float)n) {
       printf("kill_rank: rank %d: wrong sum %g (expected %d)\n", rank, out[0],
              n);

@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
   st = sharc_all_reduce(v, v, CNT, SHARC_I32, SHARC_SUM, comm, NULL);
   for (int i = 0; st == SHARC_OK && i < CNT; i++)
     bad += v[i] != n * (n + 1) / 2 + n * i;
-  if (st == SHARC_OK) st = sharc_barrier(comm, NULL);
+  if (st == SHARC_OK)
+    st = sharc_barrier(comm, NULL);
   if (st != SHARC_OK || bad) {
     printf("stray_conn: rank %d: %s, %d wrong elements: %s\n", rank,
            sharc_status_name(st), bad, sharc_comm_last_error(comm));

@@ -80,8 +80,10 @@ static uint32_t ref_encode(double x, int mb, int eb) {
   uint32_t emax = (1u << eb) - 1;
   uint32_t sign = signbit(x) ? 1u << (mb + eb) : 0u;
   double a = fabs(x);
-  if (isnan(x)) return sign | (emax << mb) | (1u << (mb - 1));
-  if (isinf(x)) return sign | (emax << mb);
+  if (isnan(x))
+    return sign | (emax << mb) | (1u << (mb - 1));
+  if (isinf(x))
+    return sign | (emax << mb);
   if (a < ldexp(1.0, emin)) {
     /* Subnormal grid, step 2^(emin - mb); 2^mb is the smallest normal. */
     return sign | (uint32_t)nearbyint(ldexp(a, mb - emin));
@@ -94,7 +96,8 @@ static uint32_t ref_encode(double x, int mb, int eb) {
     q /= 2;
     E++;
   }
-  if (E + bias >= (int)emax) return sign | (emax << mb);
+  if (E + bias >= (int)emax)
+    return sign | (emax << mb);
   return sign | ((uint32_t)(E + bias) << mb) | ((uint32_t)q - (1u << mb));
 }
 
@@ -142,10 +145,18 @@ static uint64_t load_bits(sharc_dtype_t dt, const void *p, size_t i) {
   uint32_t u32;
   uint64_t u64;
   switch (esize(dt)) {
-  case 1: memcpy(&u8, c, 1); return u8;
-  case 2: memcpy(&u16, c, 2); return u16;
-  case 4: memcpy(&u32, c, 4); return u32;
-  default: memcpy(&u64, c, 8); return u64;
+  case 1:
+    memcpy(&u8, c, 1);
+    return u8;
+  case 2:
+    memcpy(&u16, c, 2);
+    return u16;
+  case 4:
+    memcpy(&u32, c, 4);
+    return u32;
+  default:
+    memcpy(&u64, c, 8);
+    return u64;
   }
 }
 
@@ -155,10 +166,18 @@ static void store_bits(sharc_dtype_t dt, void *p, size_t i, uint64_t v) {
   uint16_t u16 = (uint16_t)v;
   uint32_t u32 = (uint32_t)v;
   switch (esize(dt)) {
-  case 1: memcpy(c, &u8, 1); break;
-  case 2: memcpy(c, &u16, 2); break;
-  case 4: memcpy(c, &u32, 4); break;
-  default: memcpy(c, &v, 8); break;
+  case 1:
+    memcpy(c, &u8, 1);
+    break;
+  case 2:
+    memcpy(c, &u16, 2);
+    break;
+  case 4:
+    memcpy(c, &u32, 4);
+    break;
+  default:
+    memcpy(c, &v, 8);
+    break;
   }
 }
 
@@ -169,11 +188,16 @@ static int64_t sext(sharc_dtype_t dt, uint64_t v) {
 
 static double to_double(sharc_dtype_t dt, uint64_t v) {
   switch (dt) {
-  case SHARC_F32: return bits_f32((uint32_t)v);
-  case SHARC_F64: return bits_f64(v);
-  case SHARC_F16: return ref_decode((uint32_t)v, F16_FMT);
-  case SHARC_BF16: return ref_decode((uint32_t)v, BF16_FMT);
-  default: return 0;
+  case SHARC_F32:
+    return bits_f32((uint32_t)v);
+  case SHARC_F64:
+    return bits_f64(v);
+  case SHARC_F16:
+    return ref_decode((uint32_t)v, F16_FMT);
+  case SHARC_BF16:
+    return ref_decode((uint32_t)v, BF16_FMT);
+  default:
+    return 0;
   }
 }
 
@@ -181,10 +205,14 @@ static double to_double(sharc_dtype_t dt, uint64_t v) {
  * reduction result is done by the caller). */
 static uint64_t from_float(sharc_dtype_t dt, double v) {
   switch (dt) {
-  case SHARC_F32: return f32_bits((float)v);
-  case SHARC_F64: return f64_bits(v);
-  case SHARC_F16: return ref_encode(v, F16_FMT);
-  default: return ref_encode(v, BF16_FMT);
+  case SHARC_F32:
+    return f32_bits((float)v);
+  case SHARC_F64:
+    return f64_bits(v);
+  case SHARC_F16:
+    return ref_encode(v, F16_FMT);
+  default:
+    return ref_encode(v, BF16_FMT);
   }
 }
 
@@ -212,7 +240,8 @@ static uint64_t rnd_elem(sharc_dtype_t dt) {
                    : dt == SHARC_F16 ? 0x7c00u
                                      : 0x7f80u;
       uint64_t bits = r & width_mask(dt);
-      if ((bits & m) == m) bits &= ~(m & (m >> 1)); /* clear exponent MSB */
+      if ((bits & m) == m)
+        bits &= ~(m & (m >> 1)); /* clear exponent MSB */
       return bits;
     } else if (kind < 48) /* random mantissa, scale 2^[-20, 11) */
       v = ldexp((double)(r >> 11), -53 + (int)(r % 31) - 20) *
@@ -220,10 +249,12 @@ static uint64_t rnd_elem(sharc_dtype_t dt) {
     else
       v = (double)((int)(r % 9) - 4);
     /* Round to dt first (values must be representable). */
-    if (dt == SHARC_F64) return f64_bits(v);
+    if (dt == SHARC_F64)
+      return f64_bits(v);
     return from_float(dt, (float)v);
   }
-  if (kind < 40) return r & width_mask(dt);
+  if (kind < 40)
+    return r & width_mask(dt);
   return (uint64_t)((int64_t)(r % 7) - 3) & width_mask(dt);
 }
 
@@ -234,14 +265,23 @@ static uint64_t rnd_elem(sharc_dtype_t dt) {
 static uint64_t ref_reduce(sharc_dtype_t dt, sharc_op_t op, uint64_t a,
                            uint64_t b, int *approx, long double *ld) {
   *approx = 0;
-  if (op == SHARC_AVG) op = SHARC_SUM;
+  if (op == SHARC_AVG)
+    op = SHARC_SUM;
   if (is_float(dt)) {
     double x = to_double(dt, a), y = to_double(dt, b), r;
     switch (op) {
-    case SHARC_SUM: r = x + y; break;
-    case SHARC_PROD: r = x * y; break;
-    case SHARC_MIN: r = x < y ? x : y; break;
-    default: r = x > y ? x : y; break;
+    case SHARC_SUM:
+      r = x + y;
+      break;
+    case SHARC_PROD:
+      r = x * y;
+      break;
+    case SHARC_MIN:
+      r = x < y ? x : y;
+      break;
+    default:
+      r = x > y ? x : y;
+      break;
     }
     if (dt == SHARC_F64) {
       if (op == SHARC_SUM || op == SHARC_PROD) {
@@ -254,8 +294,12 @@ static uint64_t ref_reduce(sharc_dtype_t dt, sharc_op_t op, uint64_t a,
   }
   uint64_t m = width_mask(dt), r;
   switch (op) {
-  case SHARC_SUM: r = a + b; break;
-  case SHARC_PROD: r = a * b; break;
+  case SHARC_SUM:
+    r = a + b;
+    break;
+  case SHARC_PROD:
+    r = a * b;
+    break;
   case SHARC_MIN:
     r = is_signed_int(dt) ? (sext(dt, a) < sext(dt, b) ? a : b)
                           : (a < b ? a : b);
@@ -270,15 +314,18 @@ static uint64_t ref_reduce(sharc_dtype_t dt, sharc_op_t op, uint64_t a,
 
 static int f64_close(double got, long double ref) {
   double e = (double)ref;
-  if (got == e || (isnan(got) && isnan(e))) return 1;
-  if (!isfinite(got) || !isfinite(e)) return 0;
+  if (got == e || (isnan(got) && isnan(e)))
+    return 1;
+  if (!isfinite(got) || !isfinite(e))
+    return 0;
   double ulp = nextafter(fabs(e), INFINITY) - fabs(e);
   return fabsl((long double)got - ref) <= (long double)ulp;
 }
 
 static int same_result(sharc_dtype_t dt, uint64_t got, uint64_t want,
                        int approx, long double ld) {
-  if (approx) return f64_close(bits_f64(got), ld);
+  if (approx)
+    return f64_close(bits_f64(got), ld);
   return got == want || (nan_bits(dt, got) && nan_bits(dt, want));
 }
 
@@ -330,10 +377,18 @@ static void reduce_case(sharc_dtype_t dt, sharc_op_t op, size_t n, size_t offd,
   unsigned char *pa = A + offa * es, *pb = B + offb * es, *out;
   size_t offo;
   switch (alias) {
-  case ALIAS_A: out = pa, offo = offa; break;
-  case ALIAS_B: out = pb, offo = offb; break;
-  case ALIAS_AB: out = pb = pa, offo = offa; break;
-  default: out = D + offd * es, offo = offd; break;
+  case ALIAS_A:
+    out = pa, offo = offa;
+    break;
+  case ALIAS_B:
+    out = pb, offo = offb;
+    break;
+  case ALIAS_AB:
+    out = pb = pa, offo = offa;
+    break;
+  default:
+    out = D + offd * es, offo = offd;
+    break;
   }
   kernel_reduce(dt, op, out, pa, pb, n);
 
@@ -399,7 +454,8 @@ static void test_div(void) {
         size_t n = sizes[s], es = esize(dt), bytes = (n + 2 * GUARD) * es;
         int d = divisors[k];
         unsigned char *buf = malloc(bytes), *ref = malloc(bytes);
-        if (!buf || !ref) exit(1);
+        if (!buf || !ref)
+          exit(1);
         for (size_t i = 0; i < n + 2 * GUARD; i++)
           store_bits(dt, buf, i, rnd_elem(dt));
         memcpy(ref, buf, bytes);
@@ -584,7 +640,8 @@ static double now_s(void) {
 static int bench(void) {
   const size_t bytes = 64u << 20;
   unsigned char *a = malloc(bytes), *b = malloc(bytes), *d = malloc(bytes);
-  if (!a || !b || !d) return 1;
+  if (!a || !b || !d)
+    return 1;
   for (size_t i = 0; i < bytes; i++)
     a[i] = (unsigned char)(i * 7), b[i] = (unsigned char)(i * 13);
   static const sharc_dtype_t dts[] = {SHARC_F32,  SHARC_F64, SHARC_F16,
@@ -612,7 +669,8 @@ static int bench(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--bench") == 0) return bench();
+  if (argc > 1 && strcmp(argv[1], "--bench") == 0)
+    return bench();
   test_conversions();
   test_reduce();
   test_div();

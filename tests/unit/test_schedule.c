@@ -37,8 +37,13 @@ static int npass, nfail;
 static void sim(sched_algo_t algo, sched_coll_t coll, int n, size_t count,
                 int inplace, int nchan, size_t chunk, int root,
                 sharc_dtype_t dt, sharc_op_t op) {
-  sched_args_t a = {.coll = coll, .rank = 0, .nranks = n, .count = count,
-                    .root = root, .inplace = inplace, .nchan = nchan,
+  sched_args_t a = {.coll = coll,
+                    .rank = 0,
+                    .nranks = n,
+                    .count = count,
+                    .root = root,
+                    .inplace = inplace,
+                    .nchan = nchan,
                     .chunk = chunk};
   sharc_status_t st = sched_simulate(algo, &a, dt, op);
   EXPECT(st == SHARC_OK, "%s: %s", sharc_status_name(st), err_last());
@@ -56,7 +61,8 @@ static void sweep_main(int quick) {
   int maxn = quick ? 17 : 33;
   for (int al = 0; al < SCHED_ALGO_COUNT; al++)
     for (int co = 0; co < SCHED_BARRIER; co++) {
-      if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co)) continue;
+      if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co))
+        continue;
       for (int n = 1; n <= maxn; n++)
         for (size_t ci = 0; ci < ncounts; ci++)
           for (int ip = 0; ip < 2; ip++)
@@ -64,8 +70,8 @@ static void sweep_main(int quick) {
               size_t c = counts[ci];
               size_t chunk = 1 + (c / 3 + (size_t)n) % 97; /* varied, odd */
               int root = (int)((c + (size_t)n / 2) % (size_t)n);
-              sim((sched_algo_t)al, (sched_coll_t)co, n, c, ip, nc, chunk,
-                  root, SHARC_I32, SHARC_SUM);
+              sim((sched_algo_t)al, (sched_coll_t)co, n, c, ip, nc, chunk, root,
+                  SHARC_I32, SHARC_SUM);
               if (ci % 3 == 1 && reduces((sched_coll_t)co))
                 sim((sched_algo_t)al, (sched_coll_t)co, n, c, ip, nc, chunk,
                     root, SHARC_U8, SHARC_MAX);
@@ -79,17 +85,20 @@ static void sweep_types(int quick) {
   static const size_t counts[] = {1, 7, 100};
   for (int al = 0; al < SCHED_ALGO_COUNT; al++)
     for (int co = 0; co < SCHED_BARRIER; co++) {
-      if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co)) continue;
+      if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co))
+        continue;
       for (int dt = 0; dt < SHARC_DTYPE_COUNT; dt++)
         for (int op = 0; op < SHARC_OP_COUNT; op++) {
-          if (!reduces((sched_coll_t)co) && op > 0) continue;
+          if (!reduces((sched_coll_t)co) && op > 0)
+            continue;
           for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++)
             for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
               for (int ip = 0; ip < 2; ip++) {
-                if (quick && ip) continue;
+                if (quick && ip)
+                  continue;
                 int n = ranks[ri];
-                sim((sched_algo_t)al, (sched_coll_t)co, n, counts[ci], ip, 2,
-                    8, n - 1, (sharc_dtype_t)dt, (sharc_op_t)op);
+                sim((sched_algo_t)al, (sched_coll_t)co, n, counts[ci], ip, 2, 8,
+                    n - 1, (sharc_dtype_t)dt, (sharc_op_t)op);
               }
         }
     }
@@ -101,13 +110,15 @@ static void sweep_large(int quick) {
   for (int n = 34; n <= 64; n += quick ? 10 : 1)
     for (int al = 0; al < SCHED_ALGO_COUNT; al++)
       for (int co = 0; co < SCHED_BARRIER; co++) {
-        if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co)) continue;
+        if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co))
+          continue;
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
-          sim((sched_algo_t)al, (sched_coll_t)co, n, counts[ci],
-              (int)(ci % 2), 2, 16, n / 3, SHARC_F32, SHARC_SUM);
+          sim((sched_algo_t)al, (sched_coll_t)co, n, counts[ci], (int)(ci % 2),
+              2, 16, n / 3, SHARC_F32, SHARC_SUM);
       }
   for (int al = 0; al < SCHED_ALGO_COUNT; al++) {
-    if (!sched_algo_supports((sched_algo_t)al, SCHED_BARRIER)) continue;
+    if (!sched_algo_supports((sched_algo_t)al, SCHED_BARRIER))
+      continue;
     for (int n = 1; n <= 64; n++)
       for (int nc = 1; nc <= 2; nc++)
         sim((sched_algo_t)al, SCHED_BARRIER, n, 0, 0, nc, 1, 0, SHARC_U8,
@@ -119,8 +130,13 @@ static void sweep_large(int quick) {
 
 static size_t rounds_of(sched_algo_t al, sched_coll_t co, int n, int rank,
                         size_t count, int inplace) {
-  sched_args_t a = {.coll = co, .rank = rank, .nranks = n, .count = count,
-                    .inplace = inplace, .nchan = 1, .chunk = count};
+  sched_args_t a = {.coll = co,
+                    .rank = rank,
+                    .nranks = n,
+                    .count = count,
+                    .inplace = inplace,
+                    .nchan = 1,
+                    .chunk = count};
   sched_t s;
   sched_init(&s);
   sharc_status_t st = sched_build(al, &a, &s);
@@ -132,12 +148,14 @@ static size_t rounds_of(sched_algo_t al, sched_coll_t co, int n, int rank,
 static void test_structure(void) {
   for (int n = 1; n <= 16; n++) {
     EXPECT(rounds_of(SCHED_ALGO_RING, SCHED_ALL_GATHER, n, n / 2, 10, 1) ==
-               (size_t)(n - 1), "ring all-gather on %d ranks: n-1 rounds", n);
+               (size_t)(n - 1),
+           "ring all-gather on %d ranks: n-1 rounds", n);
     EXPECT(rounds_of(SCHED_ALGO_RING, SCHED_ALL_REDUCE, n, 0, 100, 0) ==
                (n == 1 ? 1 : (size_t)(2 * (n - 1))),
            "ring all-reduce on %d ranks: 2(n-1) rounds", n);
     EXPECT(rounds_of(SCHED_ALGO_TREE, SCHED_BARRIER, n, n - 1, 0, 0) ==
-               (size_t)log2_ceil(n), "dissemination barrier on %d ranks", n);
+               (size_t)log2_ceil(n),
+           "dissemination barrier on %d ranks", n);
     EXPECT(rounds_of(SCHED_ALGO_RING, SCHED_ALL_REDUCE, n, 0, 0, 0) == 0,
            "count 0 gives an empty schedule");
   }
@@ -146,25 +164,36 @@ static void test_structure(void) {
   for (int n = 2; n <= 64; n++) {
     int both = 0, used1 = 0;
     for (int r = 0; r < n; r++) {
-      sched_args_t a = {.coll = SCHED_ALL_REDUCE, .rank = r, .nranks = n,
-                        .count = 1000, .nchan = 2, .chunk = 100};
+      sched_args_t a = {.coll = SCHED_ALL_REDUCE,
+                        .rank = r,
+                        .nranks = n,
+                        .count = 1000,
+                        .nchan = 2,
+                        .chunk = 100};
       sched_t s;
       sched_init(&s);
       int red[2] = {0, 0};
       if (sched_build(SCHED_ALGO_DBTREE, &a, &s) == SHARC_OK)
         for (size_t i = 0; i < s.nops; i++) {
-          if (s.ops[i].kind == SCHED_RECV_REDUCE) red[s.ops[i].chan & 1] = 1;
+          if (s.ops[i].kind == SCHED_RECV_REDUCE)
+            red[s.ops[i].chan & 1] = 1;
           used1 |= s.ops[i].chan == 1;
         }
       both += red[0] && red[1];
       sched_free(&s);
     }
-    EXPECT(both == 0 && used1, "dbtree on %d ranks: %d ranks internal in both "
-           "trees, channel 1 used %d", n, both, used1);
+    EXPECT(both == 0 && used1,
+           "dbtree on %d ranks: %d ranks internal in both "
+           "trees, channel 1 used %d",
+           n, both, used1);
   }
   /* unsupported and invalid arguments */
-  sched_args_t a = {.coll = SCHED_BROADCAST, .rank = 0, .nranks = 4,
-                    .count = 10, .nchan = 1, .chunk = 4};
+  sched_args_t a = {.coll = SCHED_BROADCAST,
+                    .rank = 0,
+                    .nranks = 4,
+                    .count = 10,
+                    .nchan = 1,
+                    .chunk = 4};
   sched_t s;
   sched_init(&s);
   EXPECT(sched_build(SCHED_ALGO_DBTREE, &a, &s) == SHARC_ERR_UNSUPPORTED,
@@ -201,15 +230,16 @@ static void test_structure(void) {
 
 static sharc_status_t run_given(sched_coll_t coll, int n, size_t count,
                                 sched_t *s) {
-  sched_args_t a = {.coll = coll, .nranks = n, .count = count, .nchan = 1,
-                    .chunk = count};
+  sched_args_t a = {
+      .coll = coll, .nranks = n, .count = count, .nchan = 1, .chunk = count};
   for (int r = 0; r < n; r++) {
     s[r].nchan = 1;
     sched_finish(&s[r]);
   }
-  sharc_status_t st = sched_simulate_given("hand", &a, s, SHARC_I32,
-                                           SHARC_SUM, 1);
-  for (int r = 0; r < n; r++) sched_free(&s[r]);
+  sharc_status_t st =
+      sched_simulate_given("hand", &a, s, SHARC_I32, SHARC_SUM, 1);
+  for (int r = 0; r < n; r++)
+    sched_free(&s[r]);
   return st;
 }
 
@@ -262,8 +292,7 @@ static void test_negative(void) {
   for (int r = 0; r < 2; r++) {
     sched_init(&s[r]);
     sched_send(&s[r], 1 - r, 0, SCHED_BUF_RECV, 0, 4);
-    sched_recv_reduce(&s[r], 1 - r, 0, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0,
-                      4);
+    sched_recv_reduce(&s[r], 1 - r, 0, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, 4);
   }
   EXPECT(run_given(SCHED_ALL_REDUCE, 2, 4, s) != SHARC_OK &&
              strstr(err_last(), "hazard"),
@@ -291,7 +320,8 @@ static void test_negative(void) {
              strstr(err_last(), "TMP"),
          "TMP overrun rejected: %s", err_last());
   /* broadcast: a non-root rank reading SEND */
-  for (int r = 0; r < 2; r++) sched_init(&s[r]);
+  for (int r = 0; r < 2; r++)
+    sched_init(&s[r]);
   sched_copy(&s[0], SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, 4);
   sched_send(&s[0], 1, 0, SCHED_BUF_SEND, 0, 4);
   sched_recv(&s[1], 0, 0, SCHED_BUF_RECV, 0, 4);
@@ -325,8 +355,8 @@ static void test_pick(void) {
   for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
     int n = ranks[i];
     for (int co = 0; co < SCHED_BARRIER; co++) {
-      sched_algo_t big = sched_pick((sched_coll_t)co, n, (size_t)1 << 30,
-                                    alpha, beta);
+      sched_algo_t big =
+          sched_pick((sched_coll_t)co, n, (size_t)1 << 30, alpha, beta);
       EXPECT(big == SCHED_ALGO_RING, "%s on %d ranks, 1 GiB: picked %s",
              sched_coll_name((sched_coll_t)co), n, sched_algo_name(big));
       sched_algo_t small = sched_pick((sched_coll_t)co, n, 8, alpha, beta);
@@ -353,7 +383,8 @@ static void test_pick(void) {
       }
   }
   EXPECT(sched_cost_us(SCHED_ALGO_RING, SCHED_ALL_REDUCE, 1, 1 << 20, alpha,
-                       beta) == 0, "one rank costs nothing");
+                       beta) == 0,
+         "one rank costs nothing");
 }
 
 int main(void) {

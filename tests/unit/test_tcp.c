@@ -99,7 +99,8 @@ static int pattern(stream_t *s, uint8_t *p, size_t n, int check) {
   while (n) {
     size_t k = (off + s->seed) % PRIME, m = SHARC_MIN(n, (size_t)PRIME);
     if (check) {
-      if (memcmp(p, pat + k, m)) return -1;
+      if (memcmp(p, pat + k, m))
+        return -1;
     } else {
       memcpy(p, pat + k, m);
     }
@@ -126,7 +127,8 @@ static void *worker(void *arg) {
   uint64_t deadline = time_ns() + 30000000000ull;
   w->ok = 0;
   for (int p = 0; p < n; p++) {
-    if (p == me) continue;
+    if (p == me)
+      continue;
     for (int ch = 0; ch < NCHAN; ch++) {
       stream_t *t = &tx[ns], *r = &rx[ns];
       if (tp->connect(comm, p, ch, 1, deadline, &t->c) != SHARC_OK ||
@@ -180,8 +182,10 @@ static void *worker(void *arg) {
         }
       }
     }
-    if (!pending) break;
-    if (moved) continue;
+    if (!pending)
+      break;
+    if (moved)
+      continue;
     for (int i = 0; i < ns; i++) {
       if (tp->check(tx[i].c) != SHARC_OK || tp->check(rx[i].c) != SHARC_OK) {
         snprintf(w->why, sizeof w->why, "check: %s", err_last());
@@ -203,7 +207,8 @@ static void *worker(void *arg) {
 /* Sends `len` bytes to addr and expects the server to close the socket. */
 static int stray_dropped(const net_addr_t *addr, const void *msg, size_t len) {
   int fd;
-  if (net_connect(addr, time_ns() + 2000000000ull, &fd) != SHARC_OK) return 0;
+  if (net_connect(addr, time_ns() + 2000000000ull, &fd) != SHARC_OK)
+    return 0;
   if (len &&
       net_send_all(fd, msg, len, time_ns() + 2000000000ull) != SHARC_OK) {
     close(fd);
@@ -257,7 +262,8 @@ static void *stray_thread(void *arg) {
 /* comm_fail raises `broken` after filling the fail word and the message. */
 static int wait_failed(struct sharc_comm *c, uint64_t ns) {
   uint64_t end = time_ns() + ns;
-  while (!atomic_load(&c->broken) && time_ns() < end) usleep(2000);
+  while (!atomic_load(&c->broken) && time_ns() < end)
+    usleep(2000);
   return atomic_load(&c->broken);
 }
 
@@ -290,10 +296,12 @@ static void test_stream(void) {
   stray_t s = {cs[2], 0};
   pthread_t sth;
   pthread_create(&sth, NULL, stray_thread, &s);
-  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < N; r++)
+    pthread_join(th[r], NULL);
   double secs = (double)(time_ns() - t0) / 1e9;
   pthread_join(sth, NULL);
-  for (int r = 0; r < N; r++) EXPECT(w[r].ok, "rank %d: %s", r, w[r].why);
+  for (int r = 0; r < N; r++)
+    EXPECT(w[r].ok, "rank %d: %s", r, w[r].why);
   EXPECT(s.ok, "stray connections were not all dropped");
   for (int r = 0; r < N; r++)
     EXPECT(!atomic_load(&cs[r]->fail.failed), "rank %d failed: %s", r,
@@ -315,7 +323,8 @@ static void test_stream(void) {
   }
   EXPECT(strstr(BROKEN(cs[1]), "rank 2 (host host2) timed out"), "message: %s",
          BROKEN(cs[1]));
-  for (int r = 0; r < N; r++) free_comm(cs[r]);
+  for (int r = 0; r < N; r++)
+    free_comm(cs[r]);
 }
 
 /* Send n pattern bytes on c (blocking with comm_wait). */
@@ -347,7 +356,8 @@ static int recv_n(struct sharc_comm *comm, transport_conn_t *c, uint32_t seed,
     const void *p;
     size_t k = SHARC_MIN(tp->recv_avail(c, &p), n - s.done);
     if (k) {
-      if (pattern(&s, (uint8_t *)p, k, 1)) return 0;
+      if (pattern(&s, (uint8_t *)p, k, 1))
+        return 0;
       tp->recv_release(c, k);
       s.done += k;
       continue;
@@ -384,13 +394,15 @@ static void test_goodbye(void) {
          "rank 0 lost data sent before teardown");
   uint64_t end = time_ns() + 3000000000ull;
   sharc_status_t st;
-  while ((st = tp->check(rx0)) == SHARC_OK && time_ns() < end) usleep(2000);
+  while ((st = tp->check(rx0)) == SHARC_OK && time_ns() < end)
+    usleep(2000);
   EXPECT(st == SHARC_ERR_PEER_LOST, "check after goodbye: %d", st);
   EXPECT(strstr(LAST(cs[0]), "rank 1 (host host1)"), "message: %s",
          LAST(cs[0]));
   EXPECT(!atomic_load(&cs[0]->fail.failed),
          "a clean teardown failed the job: %s", BROKEN(cs[0]));
-  for (int r = 0; r < 2; r++) free_comm(cs[r]);
+  for (int r = 0; r < 2; r++)
+    free_comm(cs[r]);
 }
 
 /* Shuts down every connected socket this process holds whose local port is
@@ -400,9 +412,12 @@ static int kill_sockets_on_port(int port) {
   for (int fd = 3; fd < 1024; fd++) {
     net_addr_t a, b;
     a.len = b.len = sizeof a.sa;
-    if (getsockname(fd, (struct sockaddr *)&a.sa, &a.len) != 0) continue;
-    if (getpeername(fd, (struct sockaddr *)&b.sa, &b.len) != 0) continue;
-    if (net_addr_port(&a) != port) continue;
+    if (getsockname(fd, (struct sockaddr *)&a.sa, &a.len) != 0)
+      continue;
+    if (getpeername(fd, (struct sockaddr *)&b.sa, &b.len) != 0)
+      continue;
+    if (net_addr_port(&a) != port)
+      continue;
     shutdown(fd, SHUT_RDWR);
     n++;
   }
@@ -454,7 +469,8 @@ static void test_peer_lost(void) {
          BROKEN(cs[0]));
   EXPECT(tp->check(c0[0]) == SHARC_ERR_PEER_LOST, "check: %s", err_last());
   EXPECT(strstr(LAST(cs[0]), "rank 1 (host host1"), "message: %s", LAST(cs[0]));
-  for (int r = 0; r < 2; r++) free_comm(cs[r]);
+  for (int r = 0; r < 2; r++)
+    free_comm(cs[r]);
 }
 
 int main(void) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sharc needs, only those missing (idempotent).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config iproute2 clang-format git)
+pkgs=(build-essential cmake pkg-config iproute2 clang-format git python3 coreutils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -109,7 +109,7 @@ const char *err_last(void);
     "collective algorithm: auto (cost model), ring or tree")                   \
   X(TRANSPORT, "SHARC_TRANSPORT", "auto",                                      \
     "auto (shm on one host, tcp between hosts) or tcp (tcp everywhere)")       \
-  X(SHM_FIFO_BYTES, "SHARC_SHM_FIFO_BYTES", "4194304",                         \
+  X(SHM_FIFO_BYTES, "SHARC_SHM_FIFO_BYTES", "1048576",                         \
     "bytes of each shared-memory FIFO per peer and channel")                   \
   X(SHM_DIRECT, "SHARC_SHM_DIRECT", "1",                                       \
     "1: same-host peers read sharc_mem_alloc buffers in place (one copy); "    \

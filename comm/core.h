@@ -106,14 +106,15 @@ const char *err_last(void);
     "seconds a rank waits for a peer (rendezvous, connect, data) before "      \
     "failing with SHARC_ERR_TIMEOUT")                                          \
   X(ALGO, "SHARC_ALGO", "auto",                                                \
-    "collective algorithm: auto (cost model), ring or tree")                   \
+    "collective algorithm: auto (cost model), ring, tree, rabenseifner or "    \
+    "dbtree (the last two: all-reduce only)")                                  \
   X(TRANSPORT, "SHARC_TRANSPORT", "auto",                                      \
     "auto (shm on one host, tcp between hosts) or tcp (tcp everywhere)")       \
   X(SHM_FIFO_BYTES, "SHARC_SHM_FIFO_BYTES", "1048576",                         \
     "bytes of each shared-memory FIFO per peer and channel")                   \
   X(SHM_DIRECT, "SHARC_SHM_DIRECT", "1",                                       \
-    "1: same-host peers read sharc_mem_alloc buffers in place (one copy); "    \
-    "0: always copy through the FIFO")                                         \
+    "1: same-host peers read sharc_mem_alloc and sharc_mem_register buffers "  \
+    "in place (one copy); 0: always copy through the FIFO")                    \
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
   X(NCHANNELS, "SHARC_NCHANNELS", "2",                                         \

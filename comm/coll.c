@@ -178,7 +178,9 @@ sharc_status_t coll_execute(coll_call_t *call) {
     st = comm_record(comm, st, "%s: communicator unusable: %s",
                      coll_fn[call->coll], msg);
   } else {
+    shm_publish_progress(comm, comm->seq + 1, comm->seq);
     st = run_call(call);
+    shm_publish_progress(comm, comm->seq + 1, comm->seq + 1);
   }
   comm->seq++;
   pass_turn(comm);

@@ -27,6 +27,7 @@ typedef struct {
   _Atomic int32_t failed;      /* 0: healthy */
   _Atomic int32_t failed_rank; /* rank that died or timed out, -1 unknown */
   _Atomic int32_t status;      /* sharc_status_t */
+  _Atomic int32_t reporter;    /* rank that raised the notice */
 } fail_word_t;
 
 struct sharc_comm {

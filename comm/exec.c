@@ -180,12 +180,40 @@ static void describe_waits(struct sharc_comm *comm, const op_state_t *sts,
   for (size_t i = 0; i < n && o + 80 < len; i++) {
     if (!sts[i].conn || sts[i].done >= sts[i].wire)
       continue;
-    int p = sts[i].conn->peer;
+    int p = sts[i].conn->peer, seen = 0;
+    for (size_t j = 0; j < i; j++) /* once per peer and direction */
+      seen |= sts[j].conn && sts[j].conn->peer == p &&
+              sts[j].op->kind == sts[i].op->kind && sts[j].done < sts[j].wire;
+    if (seen)
+      continue;
     o += (size_t)snprintf(
         out + o, len - o, "%s%s rank %d (host %s)", o ? ", " : "",
         sts[i].op->kind == SCHED_SEND ? "sending to" : "receiving from", p,
         comm->peers[p].host);
   }
+}
+
+/* Same-host ranks that have not entered the collective this rank is stuck
+ * in: the usual cause of a timeout (a rank that skipped or has not reached
+ * the call). Returns the first such rank (-1: none known) and describes
+ * them in out ("; rank 4 (host h) has not called it: it entered 50"). */
+static int find_laggards(struct sharc_comm *comm, char *out, size_t len) {
+  size_t o = 0;
+  int first = -1;
+  out[0] = '\0';
+  for (int r = 0; r < comm->nranks && o + 100 < len; r++) {
+    uint64_t e = shm_peer_entered(comm, r);
+    if (r == comm->rank || e == UINT64_MAX || e > comm->seq)
+      continue;
+    if (first < 0)
+      first = r;
+    o += (size_t)snprintf(out + o, len - o,
+                          "%s rank %d (host %s) has not called it (it has "
+                          "entered %llu collectives)",
+                          first == r ? ";" : ",", r, comm->peers[r].host,
+                          (unsigned long long)e);
+  }
+  return first;
 }
 
 static sharc_status_t check_conns(const op_state_t *sts, size_t n) {
@@ -278,18 +306,19 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
         return failed_status(comm);
     }
     if (now - last_progress >= timeout_ns()) {
-      char waits[400];
+      char waits[400], behind[200];
       describe_waits(comm, sts, n, waits, sizeof waits);
+      int laggard = find_laggards(comm, behind, sizeof behind);
       sharc_status_t st = comm_record(
           comm, SHARC_ERR_TIMEOUT,
-          "collective #%llu: no progress for %llu s while %s "
+          "collective #%llu: no progress for %llu s while %s%s "
           "(SHARC_TIMEOUT=%s)",
           (unsigned long long)comm->seq,
           (unsigned long long)((now - last_progress) / 1000000000ull), waits,
-          param_str(PARAM_TIMEOUT));
-      char why[512];
+          behind, param_str(PARAM_TIMEOUT));
+      char why[768];
       snprintf(why, sizeof why, "%s", err_last());
-      comm_fail(comm, -1, st, why);
+      comm_fail(comm, laggard, st, why);
       return st;
     }
     comm_wait(comm, seen, EXEC_CHECK_INTERVAL_NS);

@@ -14,6 +14,7 @@
 #define SHARC_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core.h"
 
@@ -78,6 +79,12 @@ typedef struct transport {
 SHARC_INTERNAL extern const transport_t transport_shm;
 /* Imports a failure notice that a same-host peer left for this rank. */
 void shm_poll_notice(struct sharc_comm *comm);
+/* Publishes how many collectives this rank has entered / completed on
+ * comm, for same-host peers' timeout diagnostics. */
+void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
+                          uint64_t completed);
+/* Collectives a same-host peer has entered; UINT64_MAX if not known. */
+uint64_t shm_peer_entered(struct sharc_comm *comm, int rank);
 SHARC_INTERNAL extern const transport_t transport_tcp;
 
 #endif /* SHARC_TRANSPORT_H */

@@ -66,9 +66,11 @@ typedef struct {
   _Atomic uint64_t magic; /* set last: the segment is ready */
   int32_t pid;
   int32_t rank;
-  _Atomic uint32_t mapped; /* local peers that have mapped this segment */
-  int32_t seg_fd;          /* owner's descriptor of this segment */
-  uint64_t self_addr;      /* where the owner mapped this header */
+  _Atomic uint32_t mapped;    /* local peers that have mapped this segment */
+  int32_t seg_fd;             /* owner's descriptor of this segment */
+  _Atomic uint64_t entered;   /* collectives the owner has entered */
+  _Atomic uint64_t completed; /* ... and completed */
+  uint64_t self_addr;         /* where the owner mapped this header */
   _Alignas(64) wake_word_t wake;
   _Alignas(64) fail_word_t fail;
   /* direct_ok[i]: what the owner can read of local rank i in place:
@@ -527,13 +529,38 @@ static void import_notice(struct sharc_comm *comm) {
     return;
   int r = atomic_load(&h->fail.failed_rank);
   sharc_status_t st = (sharc_status_t)atomic_load(&h->fail.status);
-  char why[256];
-  if (r >= 0 && r < comm->nranks)
-    snprintf(why, sizeof why, "rank %d (host %s, pid %d) was lost: %s", r,
-             comm->peers[r].host, comm->peers[r].pid, sharc_status_string(st));
+  int by = atomic_load(&h->fail.reporter);
+  char why[320];
+  if (st == SHARC_ERR_PEER_LOST && r >= 0 && r < comm->nranks)
+    snprintf(why, sizeof why,
+             "rank %d (host %s, pid %d) was lost (reported by rank %d)", r,
+             comm->peers[r].host, comm->peers[r].pid, by);
+  else if (r >= 0 && r < comm->nranks)
+    snprintf(why, sizeof why, "rank %d (host %s): %s (reported by rank %d)", r,
+             comm->peers[r].host, sharc_status_string(st), by);
   else
-    snprintf(why, sizeof why, "a peer failed: %s", sharc_status_string(st));
+    snprintf(why, sizeof why, "rank %d reported a failure: %s", by,
+             sharc_status_string(st));
   comm_fail(comm, r, st, why);
+}
+
+void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
+                          uint64_t completed) {
+  struct shm_state *s = comm->shm;
+  if (!s || !s->segs)
+    return;
+  shm_header_t *h = seg_hdr(s, s->me);
+  atomic_store_explicit(&h->entered, entered, memory_order_relaxed);
+  atomic_store_explicit(&h->completed, completed, memory_order_relaxed);
+}
+
+uint64_t shm_peer_entered(struct sharc_comm *comm, int rank) {
+  struct shm_state *s = comm->shm;
+  if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
+      s->local_of[rank] < 0)
+    return UINT64_MAX;
+  return atomic_load_explicit(&seg_hdr(s, s->local_of[rank])->entered,
+                              memory_order_relaxed);
 }
 
 void shm_poll_notice(struct sharc_comm *comm) {
@@ -572,6 +599,7 @@ static void shm_notify_abort(struct sharc_comm *comm, int failed_rank,
     if (atomic_compare_exchange_strong(&h->fail.failed, &expect, 2)) {
       atomic_store(&h->fail.failed_rank, failed_rank);
       atomic_store(&h->fail.status, (int32_t)st);
+      atomic_store(&h->fail.reporter, comm->rank);
       atomic_store(&h->fail.failed, 1);
     }
     comm_wake_word(&h->wake);

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# hang_test.sh - one rank of 6 stays alive but never joins a collective;
+# the others must fail with SHARC_ERR_TIMEOUT within SHARC_TIMEOUT + margin,
+# and over shm their message must name the rank that did not call.
+#   hang_test.sh SHARCRUN HANG_RANK_PROGRAM [shm|tcp]
+set -u
+sharcrun=$1 prog=$2 transport=${3:-shm}
+n=6 k=4 timeout_s=3 margin_s=5
+name=1
+[ "$transport" = tcp ] && { export SHARC_TRANSPORT=tcp; name=0; }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+start=$(date +%s%N)
+SHARC_TIMEOUT=$timeout_s timeout 60 "$sharcrun" -n $n --grace 30 "$prog" $k $name >"$log" 2>&1
+end=$(date +%s%N)
+pass=0 fail=0
+ok=$(grep -c "^\[[0-9]*\] hang_rank: survivor .* status SHARC_ERR_TIMEOUT" "$log")
+if [ "$ok" -eq $((n - 1)) ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "hang_test FAIL: $ok of $((n - 1)) survivors reported SHARC_ERR_TIMEOUT"; fi
+bad=$(grep -c "exited with status 4" "$log")
+if [ "$bad" -eq 0 ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "hang_test FAIL: $bad survivors gave the wrong status or message"; fi
+# Survivors must be done long before the hung rank wakes up.
+last=$(grep -n "exited with status 3" "$log" | wc -l)
+if [ "$last" -eq $((n - 1)) ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "hang_test FAIL: $last survivors exited with status 3"; fi
+elapsed=$(((end - start) / 1000000000))
+if [ "$elapsed" -le $((timeout_s + 5 + margin_s + 2)) ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "hang_test FAIL: took $elapsed s"; fi
+[ "$fail" -eq 0 ] || cat "$log"
+echo "hang_test: $pass passed, $fail failed ($transport)"
+[ "$fail" -eq 0 ]

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "exec.h"
 #include "reduce.h"
@@ -53,48 +52,31 @@ void coll_drain(struct sharc_comm *comm) {
   pthread_mutex_unlock(&comm->order_lock);
 }
 
-/* SHARC_ALGO / SHARC_TREE_MAX_BYTES / cost model. */
-static sharc_status_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
-                                size_t bytes, sched_algo_t *out) {
-  const char *a = param_str(PARAM_ALGO);
-  double alpha = (double)param_int(PARAM_ALPHA_US);
-  double beta = (double)param_int(PARAM_BETA_GBS);
-  if (alpha <= 0)
-    alpha = 4;
-  if (beta <= 0)
-    beta = 5;
-  int64_t tree_max = param_int(PARAM_TREE_MAX_BYTES);
-  if (!strcasecmp(a, "auto")) {
-    if (tree_max > 0)
-      *out = bytes <= (size_t)tree_max ? SCHED_ALGO_TREE : SCHED_ALGO_RING;
-    else
-      *out = sched_pick(coll, comm->nranks, bytes, alpha, beta);
-    return SHARC_OK;
+/* SHARC_ALGO / SHARC_TREE_MAX_BYTES / cost model (comm->cfg). */
+static sched_algo_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
+                              size_t bytes) {
+  const comm_cfg_t *c = &comm->cfg;
+  double alpha = c->alpha_us, beta = c->beta_gbs;
+  if (c->algo == COMM_ALGO_AUTO) {
+    if (c->tree_max > 0)
+      return bytes <= (size_t)c->tree_max ? SCHED_ALGO_TREE : SCHED_ALGO_RING;
+    return sched_pick(coll, comm->nranks, bytes, alpha, beta);
   }
-  if (!strcasecmp(a, "tree") && coll == SCHED_ALL_REDUCE) {
-    /* The tree family for all-reduce: the cheapest of its three members. */
+  if (c->algo == COMM_ALGO_TREE_FAMILY) {
+    if (coll != SCHED_ALL_REDUCE)
+      return SCHED_ALGO_TREE;
+    /* For all-reduce: the cheapest of the family's three members. */
     sched_algo_t best = SCHED_ALGO_TREE;
-    const sched_algo_t fam[] = {SCHED_ALGO_TREE, SCHED_ALGO_RABENSEIFNER,
-                                SCHED_ALGO_DBTREE};
-    for (int i = 1; i < 3; i++)
+    const sched_algo_t fam[] = {SCHED_ALGO_RABENSEIFNER, SCHED_ALGO_DBTREE};
+    for (int i = 0; i < 2; i++)
       if (sched_cost_us(fam[i], coll, comm->nranks, bytes, alpha, beta) <
           sched_cost_us(best, coll, comm->nranks, bytes, alpha, beta))
         best = fam[i];
-    *out = best;
-    return SHARC_OK;
+    return best;
   }
-  for (int i = 0; i < SCHED_ALGO_COUNT; i++) {
-    if (strcasecmp(a, sched_algo_name((sched_algo_t)i)))
-      continue;
-    *out = sched_algo_supports((sched_algo_t)i, coll)
-               ? (sched_algo_t)i
-               : sched_pick(coll, comm->nranks, bytes, alpha, beta);
-    return SHARC_OK;
-  }
-  return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                    "SHARC_ALGO=%s unknown; use auto, ring, tree, "
-                    "rabenseifner or dbtree",
-                    a);
+  return sched_algo_supports((sched_algo_t)c->algo, coll)
+             ? (sched_algo_t)c->algo
+             : sched_pick(coll, comm->nranks, bytes, alpha, beta);
 }
 
 static sharc_status_t ensure_tmp(struct sharc_comm *comm, size_t bytes) {
@@ -129,8 +111,7 @@ static sharc_status_t run_call(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
   size_t esize = sharc_dtype_size(call->dtype);
   size_t bytes = call->count * esize;
-  sched_algo_t algo = SCHED_ALGO_RING;
-  CHECK(pick_algo(comm, call->coll, bytes, &algo));
+  sched_algo_t algo = pick_algo(comm, call->coll, bytes);
   sched_args_t args = {
       .coll = call->coll,
       .rank = comm->rank,

@@ -17,6 +17,34 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "schedule.h"
+
+sharc_status_t comm_cfg_load(comm_cfg_t *cfg) {
+  cfg->timeout_ns = timeout_ns();
+  size_t slice = (size_t)SHARC_MAX(param_int(PARAM_SLICE_BYTES), 4096);
+  cfg->slice = slice - slice % 64;
+  cfg->spin = SHARC_MAX(param_int(PARAM_SPIN), 0);
+  cfg->alpha_us = (double)param_int(PARAM_ALPHA_US);
+  cfg->beta_gbs = (double)param_int(PARAM_BETA_GBS);
+  if (cfg->alpha_us <= 0)
+    cfg->alpha_us = 4;
+  if (cfg->beta_gbs <= 0)
+    cfg->beta_gbs = 5;
+  cfg->tree_max = param_int(PARAM_TREE_MAX_BYTES);
+  const char *a = param_str(PARAM_ALGO);
+  cfg->algo = !strcasecmp(a, "auto")   ? COMM_ALGO_AUTO
+              : !strcasecmp(a, "tree") ? COMM_ALGO_TREE_FAMILY
+                                       : -3;
+  for (int i = 0; i < SCHED_ALGO_COUNT && cfg->algo == -3; i++)
+    if (!strcasecmp(a, sched_algo_name((sched_algo_t)i)))
+      cfg->algo = i;
+  if (cfg->algo == -3)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "SHARC_ALGO=%s unknown; use auto, ring, tree, "
+                   "rabenseifner or dbtree",
+                   a);
+  return SHARC_OK;
+}
 
 static struct sharc_comm *comm_alloc(void) {
   struct sharc_comm *c = calloc(1, sizeof *c);
@@ -111,9 +139,12 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
 
 static sharc_status_t comm_create(bootstrap_env_t *env, sharc_comm_t *out) {
   sharc_status_t st = SHARC_OK;
+  comm_cfg_t cfg;
+  CHECK(comm_cfg_load(&cfg));
   struct sharc_comm *c = comm_alloc();
   if (!c)
     return err_set(SHARC_ERR_NO_MEM, "init: out of memory");
+  c->cfg = cfg;
   c->rank = env->rank;
   c->nranks = env->nranks;
   memcpy(c->token, env->token, sizeof c->token);
@@ -259,6 +290,7 @@ sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
     st = comm_error(comm, SHARC_ERR_NO_MEM, "split: out of memory");
     goto done;
   }
+  c->cfg = comm->cfg;
   c->nranks = n;
   memcpy(c->token, comm->token, sizeof c->token);
   c->peers = calloc((size_t)n, sizeof *c->peers);

@@ -30,7 +30,23 @@ typedef struct {
   _Atomic int32_t reporter;    /* rank that raised the notice */
 } fail_word_t;
 
+/* Tunables read once when the communicator is made (the hot path never
+ * calls getenv). */
+#define COMM_ALGO_AUTO (-1)
+#define COMM_ALGO_TREE_FAMILY (-2)
+
+typedef struct {
+  uint64_t timeout_ns;
+  size_t slice; /* SHARC_SLICE_BYTES, multiple of 64 */
+  int64_t spin; /* SHARC_SPIN */
+  int algo;     /* a sched_algo_t, COMM_ALGO_AUTO (cost model) or
+                   COMM_ALGO_TREE_FAMILY */
+  double alpha_us, beta_gbs;
+  int64_t tree_max; /* SHARC_TREE_MAX_BYTES */
+} comm_cfg_t;
+
 struct sharc_comm {
+  comm_cfg_t cfg;
   int rank, nranks;
   int local_rank, local_size, nhosts;
   uint64_t uid; /* communicator id: shm names, tcp hellos */
@@ -76,6 +92,9 @@ struct sharc_comm {
 };
 
 typedef struct sharc_comm sharc_comm_s;
+
+/* Reads the tunables into cfg; SHARC_ERR_INVALID_ARG names a bad value. */
+sharc_status_t comm_cfg_load(comm_cfg_t *cfg);
 
 /* Rings this rank's doorbell (from a transport's progress thread). */
 void comm_wake(struct sharc_comm *comm);

@@ -233,7 +233,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
                                 sharc_dtype_t dtype, sharc_op_t op,
                                 size_t esize, uint8_t **bounce) {
   size_t first = s->round_start[r], n = s->round_start[r + 1] - first;
-  uint64_t deadline = time_ns() + timeout_ns();
+  uint64_t deadline = time_ns() + comm->cfg.timeout_ns;
   for (size_t i = 0; i < n; i++) {
     const sched_op_t *o = &s->ops[first + i];
     op_state_t *st = &sts[i];
@@ -262,9 +262,9 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     }
   }
 
-  size_t slice = (size_t)SHARC_MAX(param_int(PARAM_SLICE_BYTES), 4096);
+  size_t slice = comm->cfg.slice;
   slice -= slice % 64;
-  int64_t spin_max = SHARC_MAX(param_int(PARAM_SPIN), 0);
+  int64_t spin_max = comm->cfg.spin;
   int64_t idle = 0;
   uint64_t last_progress = time_ns(), last_check = last_progress;
   for (;;) {
@@ -305,7 +305,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       if (atomic_load(&comm->fail.failed))
         return failed_status(comm);
     }
-    if (now - last_progress >= timeout_ns()) {
+    if (now - last_progress >= comm->cfg.timeout_ns) {
       char waits[400], behind[200];
       describe_waits(comm, sts, n, waits, sizeof waits);
       int laggard = find_laggards(comm, behind, sizeof behind);

@@ -9,6 +9,7 @@
  * synchronize returns that error.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,11 +25,14 @@ struct sharc_stream {
   pthread_mutex_t lock;
   pthread_cond_t cond; /* work arrived / work completed */
   work_t *head, *tail;
-  uint64_t enqueued, completed;
-  uint64_t err_at; /* item number of the first error (0: none) */
+  uint64_t enqueued;
+  _Atomic uint64_t completed; /* written by the worker only */
+  uint64_t err_at;            /* item number of the first error (0: none) */
   sharc_status_t err;
   char err_msg[512];
   int stop;
+  int worker_idle;     /* the stream thread sleeps on cond for work */
+  _Atomic int waiters; /* threads sleeping on cond for completions */
 };
 
 struct sharc_event {
@@ -37,37 +41,55 @@ struct sharc_event {
   uint64_t target;
 };
 
+/* Marks one item done; wakes waiters only if there are any (the
+ * worker's increment and the waiter's registration are both seq_cst, so
+ * either the waiter sees the new count or the worker sees the waiter). */
+static void complete_one(struct sharc_stream *s) {
+  atomic_fetch_add(&s->completed, 1);
+  if (atomic_load(&s->waiters)) {
+    pthread_mutex_lock(&s->lock);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+/* The stream thread: takes every queued item at once (one lock round trip
+ * per batch, not per item, so the enqueueing thread and the worker rarely
+ * contend), runs them in order, then looks for more. */
 static void *stream_main(void *arg) {
   struct sharc_stream *s = arg;
-  pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (!s->head && !s->stop)
-      pthread_cond_wait(&s->cond, &s->lock);
-    if (!s->head)
-      break;
-    work_t *w = s->head;
-    int failed = s->err != SHARC_OK;
-    pthread_mutex_unlock(&s->lock);
-    sharc_status_t st = SHARC_OK;
-    if (failed)
-      coll_skip(&w->call);
-    else
-      st = coll_execute(&w->call);
     pthread_mutex_lock(&s->lock);
-    if (st != SHARC_OK && s->err == SHARC_OK) {
-      s->err = st;
-      s->err_at = s->completed + 1;
-      strncpy(s->err_msg, sharc_comm_last_error(w->call.comm),
-              sizeof s->err_msg - 1);
+    while (!s->head && !s->stop) {
+      s->worker_idle = 1;
+      pthread_cond_wait(&s->cond, &s->lock);
+      s->worker_idle = 0;
     }
-    s->head = w->next;
-    if (!s->head)
-      s->tail = NULL;
-    s->completed++;
-    free(w);
-    pthread_cond_broadcast(&s->cond);
+    work_t *batch = s->head;
+    s->head = s->tail = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!batch)
+      break; /* stopped and drained */
+    while (batch) {
+      work_t *w = batch;
+      batch = w->next;
+      sharc_status_t st = SHARC_OK;
+      if (s->err != SHARC_OK) /* sticky: skip, but keep the comm's order */
+        coll_skip(&w->call);
+      else
+        st = coll_execute(&w->call);
+      if (st != SHARC_OK) {
+        pthread_mutex_lock(&s->lock);
+        s->err = st;
+        s->err_at = atomic_load(&s->completed) + 1;
+        snprintf(s->err_msg, sizeof s->err_msg, "%s",
+                 sharc_comm_last_error(w->call.comm));
+        pthread_mutex_unlock(&s->lock);
+      }
+      free(w);
+      complete_one(s);
+    }
   }
-  pthread_mutex_unlock(&s->lock);
   return NULL;
 }
 
@@ -108,7 +130,8 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
     s->head = w;
   s->tail = w;
   s->enqueued++;
-  pthread_cond_broadcast(&s->cond);
+  if (s->worker_idle) /* busy workers find the item without a wake-up */
+    pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->lock);
   return SHARC_OK;
 }
@@ -117,8 +140,10 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
  * it, if any. */
 static sharc_status_t wait_for(struct sharc_stream *s, uint64_t target) {
   pthread_mutex_lock(&s->lock);
-  while (s->completed < target)
+  atomic_fetch_add(&s->waiters, 1);
+  while (atomic_load(&s->completed) < target)
     pthread_cond_wait(&s->cond, &s->lock);
+  atomic_fetch_sub(&s->waiters, 1);
   sharc_status_t st = SHARC_OK;
   if (s->err != SHARC_OK && s->err_at <= target) {
     st = s->err;

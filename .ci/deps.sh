@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sharc needs, only those missing (idempotent).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config iproute2 clang-format git python3 coreutils)
+pkgs=(build-essential cmake pkg-config iproute2 clang-format git python3 coreutils
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

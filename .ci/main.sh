@@ -9,3 +9,7 @@ cmake --build build -j"$(nproc)"
 mkdir -p bench/results
 ./build/sharcrun -n 4 ./build/bench/sharc-bench all -b 8 -e 64M -f 4 -n 10 -w 3 -c 1 \
   -J bench/results/main_host_4ranks.json
+# sharc against Open MPI in the same processes (both timed by the same code)
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  mpirun -np 4 --oversubscribe --mca btl self,vader ./build/bench/sharc-bench all \
+  -b 8 -e 64M -f 4 -n 10 -w 3 -c 1 --compare mpi -J bench/results/compare_mpi_4ranks.json

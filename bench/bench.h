@@ -1,0 +1,124 @@
+/*
+ * bench.h - internal interfaces of sharc-bench, shared by its files:
+ *   bench_main.c    options, tables (nccl-tests layout), JSON, main
+ *   bench_run.c     the timing and validation loop (one for every backend)
+ *   bench_data.c    input values and reference results per dtype and op
+ *   bench_sharc.c   the sharc backend;  bench_mpi.c the Open MPI backend;
+ *   bench_nccl.c    the NCCL backend (device memory only)
+ *   bench_limits.c  memcpy and loopback TCP throughput of this host
+ */
+#ifndef SHARC_BENCH_H
+#define SHARC_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sharc.h"
+
+typedef enum { C_AG, C_RS, C_AR, C_BC, C_N } coll_t;
+extern const char *const bench_coll_names[C_N];
+
+/* Options, with nccl-tests' meanings and defaults. */
+typedef struct {
+  size_t minb, maxb, step_bytes, step_factor; /* -b -e -i -f */
+  int iters, warmup, check;                   /* -n -w -c */
+  int op;                                     /* -o: sharc_op_t, -1 all */
+  int dtype;                                  /* -d: sharc_dtype_t, -1 all */
+  int root;                                   /* -r: -1 every root */
+  int average;                   /* -a: 0 rank0 1 avg 2 min 3 max */
+  int blocking;                  /* -z */
+  int reg;                       /* -R: 0 malloc 1 alloc 2 reg */
+  int timeout;                   /* -T: seconds, 0 none */
+  int limits;                    /* --limits 0|1 */
+  int cuda;                      /* --mem cuda */
+  const char *json;              /* -J */
+  const char *backend, *compare; /* --backend, --compare */
+} opts_t;
+
+/* One backend: the collectives, a way to wait for enqueued ones, a barrier.
+ * coll() with blocking = 1 returns when the operation is complete. */
+typedef struct backend {
+  const char *name;
+  int rank, nranks, nhosts, local_rank;
+  void *ctx;
+  int (*supports)(struct backend *b, coll_t c, sharc_dtype_t dt, int op);
+  int (*coll)(struct backend *b, coll_t c, const void *s, void *r, size_t count,
+              sharc_dtype_t dt, sharc_op_t op, int root, int blocking);
+  /* Waits for every enqueued operation (no-op for blocking backends). */
+  int (*sync)(struct backend *b);
+  int (*barrier)(struct backend *b);
+  const char *(*last_error)(struct backend *b);
+  void (*finalize)(struct backend *b);
+} backend_t;
+
+/* One result row: a size of one collective, type, op and root, with both
+ * placements (0 out-of-place, 1 in-place). wrong < 0: not checked. */
+typedef struct {
+  coll_t coll;
+  size_t size, count;
+  sharc_dtype_t dtype;
+  int op, root; /* op -1: "none" */
+  double time_us[2], algbw[2], busbw[2];
+  int64_t wrong[2];
+} row_t;
+
+/* Host throughput (GB/s, 1e9 B/s); 0 when not measured. */
+typedef struct {
+  double copy1;    /* memcpy, one core, this rank alone */
+  double copy_all; /* memcpy, every rank at once, sum over ranks */
+  double tcp;      /* loopback TCP, one stream */
+} limits_t;
+
+/* bench_sharc.c, bench_mpi.c, bench_nccl.c: 0 on success. */
+int bench_sharc_init(backend_t *b, const opts_t *o);
+int bench_mpi_available(void);
+int bench_mpi_init(backend_t *b, int *argc, char ***argv);
+int bench_nccl_init(backend_t *b, const opts_t *o);
+
+/* bench_run.c */
+typedef struct {
+  void *sbuf, *rbuf; /* each o->maxb bytes */
+  size_t bytes;
+} buffers_t;
+int bench_buffers_alloc(buffers_t *bu, const opts_t *o);
+void bench_buffers_free(buffers_t *bu, const opts_t *o);
+/* Warm-up at the largest and smallest size, as nccl-tests before each
+ * (type, op, root) sweep. */
+int bench_warmup(backend_t *b, const opts_t *o, buffers_t *bu, coll_t c,
+                 sharc_dtype_t dt, int op, int root);
+/* Times and checks one size, both placements, filling row. */
+int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row);
+double bench_bus_factor(coll_t c, int nranks);
+/* Collective helpers built on the backend's own all-reduce. */
+int bench_allreduce_f64(backend_t *b, double *v, int mode);
+int bench_allgather_bytes(backend_t *b, const void *mine, void *all,
+                          size_t bytes);
+void bench_timeout_arm(int seconds);
+
+/* bench_data.c: value of element i of rank r's input; the expected result;
+ * typed access. Values are small integers chosen so that every reduction
+ * is exact in the type for this rank count. */
+void data_fill(void *buf, size_t n, size_t base, sharc_dtype_t dt, int op,
+               coll_t c, int r, int nranks);
+/* Wrong elements of result (n elements, global index base + i). */
+int64_t data_check(const void *buf, size_t n, size_t base, sharc_dtype_t dt,
+                   int op, coll_t c, int root, int nranks, size_t per_rank);
+void data_corrupt(void *buf, sharc_dtype_t dt);
+const char *data_type_name(sharc_dtype_t dt); /* nccl-tests names */
+int data_parse_type(const char *s);           /* -1 all, -2 bad */
+const char *data_op_name(int op);             /* "none" for -1 */
+int data_parse_op(const char *s);             /* -1 all, -2 bad */
+extern const sharc_dtype_t data_type_order[SHARC_DTYPE_COUNT];
+extern const sharc_op_t data_op_order[SHARC_OP_COUNT];
+
+/* bench_limits.c: measures this host's limits (collective over b). */
+void limits_measure(backend_t *b, limits_t *l);
+/* Upper bound for busbw of c (GB/s) from the limits; 0 when unknown.
+ * *what names the limit. */
+double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,
+                    const char **what);
+
+double bench_now(void);
+
+#endif /* SHARC_BENCH_H */

@@ -1,0 +1,618 @@
+/*
+ * sharc-bench - bandwidth benchmark in the nccl-tests layout.
+ *
+ *   sharcrun -n 4 sharc-bench all_reduce -b 8 -e 256M -f 2
+ *   mpirun -np 4 sharc-bench all -b 8 -e 64M -f 4 --compare mpi
+ *
+ * Flags, meanings and defaults are nccl-tests' (see usage()); the tables
+ * are printed line for line in its layout, so its parsers read ours. Per
+ * collective: one table (every type, op and root of the sweep), then
+ * "# Out of bounds values" and "# Avg bus bandwidth", then "#" lines with
+ * the fraction of this host's physical limit the largest sizes reach. With
+ * --compare the sharc and peer tables are followed by a "#"-prefixed
+ * table of busbw ratios. Exit status: 0 all values right, 1 some wrong,
+ * 2 usage or runtime error, 3 timeout (-T).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static void usage(FILE *f) {
+  fprintf(
+      f,
+      "usage: sharc-bench <all_gather|reduce_scatter|all_reduce|broadcast|all>"
+      " [flags]\n"
+      "  -b,--minbytes N     smallest size (K, M, G suffixes)     [32M]\n"
+      "  -e,--maxbytes N     largest size                          [32M]\n"
+      "  -i,--stepbytes N    size increment (when -f is 1)         [1M]\n"
+      "  -f,--stepfactor N   size multiplier                       [1]\n"
+      "  -n,--iters N        timed iterations                      [20]\n"
+      "  -w,--warmup_iters N warm-up iterations                    [5]\n"
+      "  -c,--check N        validation iterations (0: none)       [1]\n"
+      "  -o,--op OP          sum|prod|min|max|avg|all              [sum]\n"
+      "  -d,--datatype T     int8|uint8|int32|uint32|int64|uint64|half|float|"
+      "double|bfloat16|all [float]\n"
+      "  -r,--root N         broadcast root, -1 every rank         [0]\n"
+      "  -a,--average N      time over ranks: 0 rank 0, 1 avg, 2 min, 3 max "
+      "[1]\n"
+      "  -z,--blocking 0|1   1: each operation blocking (stream NULL) and a\n"
+      "                      barrier after it; 0: enqueue all on a stream,\n"
+      "                      then synchronize                      [0]\n"
+      "  -R,--registration N buffers: 0 malloc, 1 sharc_mem_alloc (peers map\n"
+      "                      them), 2 malloc + sharc_mem_register  [0]\n"
+      "  -T,--timeout S      abort when a phase takes over S seconds [0: "
+      "none]\n"
+      "  -J,--json FILE      write the rows as JSON (rank 0)\n"
+      "  --mem host|cuda     buffer memory                         [host]\n"
+      "  --backend B         sharc|mpi|nccl                        [sharc]\n"
+      "  --compare P         mpi|nccl: run sharc and P alternately on each\n"
+      "                      size; print both tables and the busbw ratios\n"
+      "  --limits 0|1        measure memcpy / TCP limits first     [1]\n"
+      "MPI (--backend/--compare mpi) needs mpirun, e.g.\n"
+      "  mpirun -np 4 sharc-bench all -b 8 -e 64M -f 4 --compare mpi\n"
+      "otherwise run under a launcher: sharcrun -n 4 sharc-bench all_reduce\n"
+      "Testing: SHARC_BENCH_CORRUPT=1 changes one element of every result on\n"
+      "rank 0 before validation (the run must then report #wrong > 0,\n"
+      "FAILED and exit 1).\n");
+}
+
+static size_t parse_size(const char *s, const char *flag) {
+  char *end;
+  double v = strtod(s, &end);
+  double unit = *end == 'K' || *end == 'k'   ? 1024.0
+                : *end == 'M' || *end == 'm' ? 1048576.0
+                : *end == 'G' || *end == 'g' ? 1073741824.0
+                : *end == '\0'               ? 1.0
+                                             : -1;
+  if (end == s || v < 0 || unit < 0 || (*end && end[1])) {
+    fprintf(stderr,
+            "sharc-bench: %s: bad size '%s' (use e.g. 8, 64K, 256M, 1G)\n",
+            flag, s);
+    exit(2);
+  }
+  return (size_t)(v * unit);
+}
+
+static int parse_int(const char *s, const char *flag) {
+  char *end;
+  long v = strtol(s, &end, 0);
+  if (end == s || *end) {
+    fprintf(stderr, "sharc-bench: %s: '%s' is not an integer\n", flag, s);
+    exit(2);
+  }
+  return (int)v;
+}
+
+static void parse(int argc, char **argv, opts_t *o, int *which) {
+  static const struct {
+    char s;
+    const char *l;
+  } names[] = {{'b', "minbytes"},     {'e', "maxbytes"}, {'i', "stepbytes"},
+               {'f', "stepfactor"},   {'n', "iters"},    {'w', "warmup_iters"},
+               {'c', "check"},        {'o', "op"},       {'d', "datatype"},
+               {'r', "root"},         {'a', "average"},  {'z', "blocking"},
+               {'R', "registration"}, {'T', "timeout"},  {'J', "json"},
+               {'M', "mem"},          {'B', "backend"},  {'P', "compare"},
+               {'L', "limits"}};
+  *which = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      exit(0);
+    }
+    if (a[0] != '-') {
+      if (*which != -1) {
+        fprintf(stderr, "sharc-bench: two collectives given ('%s')\n", a);
+        exit(2);
+      }
+      *which = !strcmp(a, "all") ? C_N : -2;
+      for (int c = 0; c < C_N; c++)
+        if (!strcmp(a, bench_coll_names[c]) ||
+            (!strncmp(a, bench_coll_names[c], strlen(bench_coll_names[c])) &&
+             !strcmp(a + strlen(bench_coll_names[c]), "_perf")))
+          *which = c;
+      if (*which == -2) {
+        fprintf(stderr, "sharc-bench: unknown collective '%s'\n", a);
+        usage(stderr);
+        exit(2);
+      }
+      continue;
+    }
+    char key = 0;
+    char lbuf[64];
+    if (a[1] == '-') {
+      snprintf(lbuf, sizeof lbuf, "%s", a + 2);
+      char *eq = strchr(lbuf, '=');
+      if (eq) {
+        *eq = 0;
+        v = a + 2 + (eq - lbuf) + 1;
+      }
+      for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (!strcmp(lbuf, names[k].l))
+          key = names[k].s;
+    } else if (a[1] && !a[2] && strchr("beifnwcodrazRTJ", a[1])) {
+      key = a[1];
+    }
+    if (!key) {
+      fprintf(stderr, "sharc-bench: unknown flag '%s'\n", a);
+      usage(stderr);
+      exit(2);
+    }
+    if (!v) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "sharc-bench: %s needs a value\n", a);
+        exit(2);
+      }
+      v = argv[++i];
+    }
+    switch (key) {
+    case 'b':
+      o->minb = parse_size(v, a);
+      break;
+    case 'e':
+      o->maxb = parse_size(v, a);
+      break;
+    case 'i':
+      o->step_bytes = parse_size(v, a);
+      break;
+    case 'f':
+      o->step_factor = (size_t)parse_int(v, a);
+      break;
+    case 'n':
+      o->iters = parse_int(v, a);
+      break;
+    case 'w':
+      o->warmup = parse_int(v, a);
+      break;
+    case 'c':
+      o->check = parse_int(v, a);
+      break;
+    case 'o':
+      if ((o->op = data_parse_op(v)) == -2) {
+        fprintf(stderr, "sharc-bench: -o: unknown op '%s'\n", v);
+        exit(2);
+      }
+      break;
+    case 'd':
+      if ((o->dtype = data_parse_type(v)) == -2) {
+        fprintf(stderr, "sharc-bench: -d: unknown type '%s'\n", v);
+        exit(2);
+      }
+      break;
+    case 'r':
+      o->root = parse_int(v, a);
+      break;
+    case 'a':
+      o->average = parse_int(v, a);
+      break;
+    case 'z':
+      o->blocking = parse_int(v, a);
+      break;
+    case 'R':
+      o->reg = parse_int(v, a);
+      break;
+    case 'T':
+      o->timeout = parse_int(v, a);
+      break;
+    case 'J':
+      o->json = v;
+      break;
+    case 'M':
+      if (strcmp(v, "host") && strcmp(v, "cuda")) {
+        fprintf(stderr, "sharc-bench: --mem: host or cuda, not '%s'\n", v);
+        exit(2);
+      }
+      o->cuda = !strcmp(v, "cuda");
+      break;
+    case 'B':
+      o->backend = v;
+      break;
+    case 'P':
+      o->compare = v;
+      break;
+    case 'L':
+      o->limits = parse_int(v, a);
+      break;
+    }
+  }
+  const char *bad = NULL;
+  if (*which < 0)
+    bad = "name a collective (or all)";
+  else if (o->iters < 1)
+    bad = "-n must be at least 1";
+  else if (o->warmup < 0 || o->check < 0)
+    bad = "-w and -c must be >= 0";
+  else if (o->minb > o->maxb)
+    bad = "-b is larger than -e";
+  else if (o->step_factor <= 1 && o->step_bytes == 0)
+    bad = "-i 0 with -f 1 would not advance";
+  else if (o->average < 0 || o->average > 3)
+    bad = "-a takes 0 (rank 0), 1 (avg), 2 (min) or 3 (max)";
+  else if (o->reg < 0 || o->reg > 2)
+    bad = "-R takes 0 (malloc), 1 (sharc_mem_alloc), 2 (sharc_mem_register)";
+  else if (strcmp(o->backend, "sharc") && strcmp(o->backend, "mpi") &&
+           strcmp(o->backend, "nccl"))
+    bad = "--backend takes sharc, mpi or nccl";
+  else if (o->compare && strcmp(o->compare, "mpi") &&
+           strcmp(o->compare, "nccl"))
+    bad = "--compare takes mpi or nccl";
+  else if (o->compare && strcmp(o->backend, "sharc"))
+    bad = "--compare compares sharc with a peer: leave --backend at sharc";
+  if (bad) {
+    fprintf(stderr, "sharc-bench: %s\n", bad);
+    usage(stderr);
+    exit(2);
+  }
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+static void print_header(void) {
+  printf("# %10s  %12s  %8s  %6s  %6s           out-of-place              "
+         "         in-place          \n",
+         "", "", "", "", "");
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
+         "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+         "#wrong", "time", "algbw", "busbw", "#wrong");
+  printf(
+      "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n",
+      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+      "(GB/s)", "(GB/s)", "");
+}
+
+static void time_str(char *buf, size_t n, double us) {
+  snprintf(buf, n,
+           us >= 10000.0 ? "%7.0f"
+           : us >= 100.0 ? "%7.1f"
+                         : "%7.2f",
+           us);
+}
+
+static void print_row(const row_t *r) {
+  printf("%12li  %12li  %8s  %6s  %6i", (long)r->size, (long)r->count,
+         data_type_name(r->dtype), data_op_name(r->op), r->root);
+  for (int ip = 0; ip < 2; ip++) {
+    char t[32], w[32];
+    time_str(t, sizeof t, r->time_us[ip]);
+    if (r->wrong[ip] < 0)
+      snprintf(w, sizeof w, "N/A");
+    else
+      snprintf(w, sizeof w, "%lli", (long long)r->wrong[ip]);
+    printf("  %7s  %6.2f  %6.2f  %5s", t, r->algbw[ip], r->busbw[ip], w);
+  }
+  printf("\n");
+  fflush(stdout);
+}
+
+typedef struct {
+  backend_t *b;
+  row_t *rows;
+  size_t n, cap;
+  int errors;
+  double bw_sum;
+  int bw_n;
+} table_t;
+
+static void table_add(table_t *t, const row_t *r) {
+  if (t->n == t->cap) {
+    t->cap = t->cap ? 2 * t->cap : 64;
+    t->rows = realloc(t->rows, t->cap * sizeof *t->rows);
+    if (!t->rows) {
+      fprintf(stderr, "sharc-bench: out of memory\n");
+      exit(2);
+    }
+  }
+  t->rows[t->n++] = *r;
+  for (int ip = 0; ip < 2; ip++) {
+    if (r->wrong[ip] > 0) /* counted on every rank, as nccl-tests */
+      t->errors += t->b->nranks;
+    t->bw_sum += r->busbw[ip];
+    t->bw_n++;
+  }
+}
+
+static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
+                         const opts_t *o) {
+  printf("# Out of bounds values : %d %s\n", t->errors,
+         t->errors ? "FAILED" : "OK");
+  printf("# Avg bus bandwidth    : %g \n", t->bw_n ? t->bw_sum / t->bw_n : 0.0);
+  printf("#\n");
+  const char *what;
+  double cap =
+      lim ? limits_busbw(lim, c, t->b->nranks, t->b->nhosts, &what) : 0;
+  if (cap <= 0 || !t->n)
+    return;
+  size_t big = 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (t->rows[i].size > big)
+      big = t->rows[i].size;
+  printf("# Limit (%s, %s): busbw <= %.2f GB/s%s\n", t->b->name, what, cap,
+         o->reg == 0 && !strcmp(t->b->name, "sharc")
+             ? "; -R 0 stages through FIFOs (2 copies): half of it"
+             : "");
+  for (size_t i = 0; i < t->n; i++) {
+    const row_t *r = &t->rows[i];
+    if (r->size < (16u << 20) && r->size != big)
+      continue;
+    printf("#   %12li  %8s  %6s  %6i  out-of-place %5.1f%%  in-place %5.1f%% "
+           "of limit\n",
+           (long)r->size, data_type_name(r->dtype), data_op_name(r->op),
+           r->root, 100 * r->busbw[0] / cap, 100 * r->busbw[1] / cap);
+  }
+  printf("#\n");
+}
+
+static void print_compare(const table_t *a, const table_t *p) {
+  printf("# Compare: busbw %s / %s (ratio > 1: %s faster)\n", a->b->name,
+         p->b->name, a->b->name);
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %6s  %7s  %7s  %6s\n", "size",
+         "count", "type", "redop", "root", "sharc", p->b->name, "ratio",
+         "sharc", p->b->name, "ratio");
+  printf("# %10s  %12s  %8s  %6s  %6s  %24s  %24s\n", "(B)", "(elements)", "",
+         "", "", "out-of-place (GB/s)", "in-place (GB/s)");
+  for (size_t i = 0, j = 0; i < a->n && j < p->n; i++) {
+    const row_t *x = &a->rows[i], *y = &p->rows[j];
+    if (x->size != y->size || x->dtype != y->dtype || x->op != y->op ||
+        x->root != y->root)
+      continue; /* peer skipped this combination */
+    j++;
+    printf("# %10li  %12li  %8s  %6s  %6i", (long)x->size, (long)x->count,
+           data_type_name(x->dtype), data_op_name(x->op), x->root);
+    for (int ip = 0; ip < 2; ip++)
+      printf("  %7.2f  %7.2f  %6.2f", x->busbw[ip], y->busbw[ip],
+             y->busbw[ip] > 0 ? x->busbw[ip] / y->busbw[ip] : 0.0);
+    printf("\n");
+  }
+  printf("#\n");
+}
+
+static void json_rows(FILE *f, const table_t *t, int *first) {
+  for (size_t i = 0; f && i < t->n; i++) {
+    const row_t *r = &t->rows[i];
+    fprintf(
+        f,
+        "%s\n {\"backend\": \"%s\", \"collective\": \"%s\", \"size\": %zu, "
+        "\"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, "
+        "\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": "
+        "%lld, \"inplace_time_us\": %.3f, \"inplace_algbw\": %.4f, "
+        "\"inplace_busbw\": %.4f, \"inplace_wrong\": %lld}",
+        *first ? "" : ",", t->b->name, bench_coll_names[r->coll], r->size,
+        r->count, data_type_name(r->dtype), data_op_name(r->op), r->root,
+        r->time_us[0], r->algbw[0], r->busbw[0], (long long)r->wrong[0],
+        r->time_us[1], r->algbw[1], r->busbw[1], (long long)r->wrong[1]);
+    *first = 0;
+  }
+}
+
+static void cpu_model(char *buf, size_t n) {
+  snprintf(buf, n, "cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+      char *v = strchr(line, ':') + 2;
+      v[strcspn(v, "\n")] = 0;
+      snprintf(buf, n, "cpu: %s", v);
+      break;
+    }
+  if (f)
+    fclose(f);
+}
+
+/* nccl-tests' preamble; device lines gathered from every rank. */
+static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
+  enum { LINE = 256 };
+  char line[LINE], host[64] = "?", cpu[160];
+  gethostname(host, sizeof host);
+  cpu_model(cpu, sizeof cpu);
+  snprintf(line, LINE,
+           "#  Rank %2d Group %2d Pid %6d on %10s device %2d [0x00] host "
+           "memory (%s)\n",
+           b->rank, 0, (int)getpid(), host, b->local_rank, cpu);
+  char *all = malloc((size_t)b->nranks * LINE);
+  if (!all || bench_allgather_bytes(b, line, all, LINE)) {
+    fprintf(stderr, "sharc-bench: gathering device lines failed\n");
+    exit(2);
+  }
+  if (b->rank == 0) {
+    printf(
+        "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) "
+        "warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n",
+        o->minb, o->maxb, o->step_factor > 1 ? o->step_factor : o->step_bytes,
+        o->step_factor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check);
+    if (o->blocking)
+      printf("# Blocking Enabled: wait for completion and barrier after each "
+             "collective \n");
+    printf("#\n# Using devices\n");
+    for (int r = 0; r < b->nranks; r++)
+      printf("%s", all + (size_t)r * LINE);
+    static const char *const regs[] = {"malloc", "sharc_mem_alloc",
+                                       "malloc + sharc_mem_register"};
+    printf("#\n# sharc-bench %s: backend %s%s%s, %d ranks on %d host(s), "
+           "host memory, buffers %s (-R %d), %s\n",
+           sharc_version(), o->backend, o->compare ? " vs " : "",
+           o->compare ? o->compare : "", b->nranks, b->nhosts, regs[o->reg],
+           o->reg, o->blocking ? "blocking (-z 1)" : "stream (-z 0)");
+    if (lim)
+      printf("# Limits: memcpy %.2f GB/s (one core), %.2f GB/s (%d ranks at "
+             "once, per host); loopback TCP %.2f GB/s (one stream)\n",
+             lim->copy1, lim->copy_all, b->nranks, lim->tcp);
+    printf("#\n");
+    fflush(stdout);
+  }
+  free(all);
+}
+
+int main(int argc, char **argv) {
+  opts_t o = {.minb = 32u << 20,
+              .maxb = 32u << 20,
+              .step_bytes = 1u << 20,
+              .step_factor = 1,
+              .iters = 20,
+              .warmup = 5,
+              .check = 1,
+              .op = SHARC_SUM,
+              .dtype = SHARC_F32,
+              .root = 0,
+              .average = 1,
+              .limits = 1,
+              .backend = "sharc"};
+  int which;
+  parse(argc, argv, &o, &which);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+
+  backend_t sb = {0}, mb = {0}, nb = {0};
+  backend_t *main_b = NULL, *peer_b = NULL;
+  int want_mpi =
+      !strcmp(o.backend, "mpi") || (o.compare && !strcmp(o.compare, "mpi"));
+  int want_nccl =
+      !strcmp(o.backend, "nccl") || (o.compare && !strcmp(o.compare, "nccl"));
+  if (want_nccl && bench_nccl_init(&nb, &o))
+    return 2;
+  if (o.cuda) {
+    fprintf(stderr, "sharc-bench: --mem cuda is not implemented yet (sharc "
+                    "has no device-memory path); use --mem host\n");
+    return 2;
+  }
+  if (want_mpi) {
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_RANK") &&
+        !getenv("PMIX_RANK")) {
+      fprintf(stderr, "sharc-bench: --backend/--compare mpi: start under "
+                      "mpirun, e.g. mpirun -np 4 sharc-bench all --compare "
+                      "mpi\n");
+      return 2;
+    }
+    if (bench_mpi_init(&mb, &argc, &argv))
+      return 2;
+  }
+  if (!strcmp(o.backend, "sharc") && bench_sharc_init(&sb, &o))
+    return 2;
+  main_b = !strcmp(o.backend, "mpi") ? &mb : &sb;
+  if (o.compare)
+    peer_b = &mb;
+  backend_t *b = main_b;
+  if (o.root < -1 || o.root >= b->nranks) {
+    if (b->rank == 0)
+      fprintf(stderr, "sharc-bench: -r %d outside 0..%d (or -1: every root)\n",
+              o.root, b->nranks - 1);
+    return 2;
+  }
+  buffers_t bu;
+  if (bench_buffers_alloc(&bu, &o))
+    return 2;
+  limits_t lim, *limp = NULL;
+  if (o.limits) {
+    limits_measure(b, &lim);
+    limp = &lim;
+  }
+  preamble(b, &o, limp);
+
+  FILE *json = NULL;
+  int first = 1;
+  if (b->rank == 0 && o.json) {
+    if (!(json = fopen(o.json, "w"))) {
+      fprintf(stderr, "sharc-bench: cannot write %s\n", o.json);
+      return 2;
+    }
+    char host[64] = "?";
+    gethostname(host, sizeof host);
+    fprintf(json,
+            "{\"nranks\": %d, \"nhosts\": %d, \"host\": \"%s\", \"backend\": "
+            "\"%s\", \"compare\": \"%s\", \"registration\": %d, \"blocking\": "
+            "%d, \"iters\": %d, \"warmup\": %d",
+            b->nranks, b->nhosts, host, o.backend, o.compare ? o.compare : "",
+            o.reg, o.blocking, o.iters, o.warmup);
+    if (limp)
+      fprintf(json,
+              ", \"limits\": {\"memcpy_1core\": %.3f, \"memcpy_all\": %.3f, "
+              "\"tcp_loopback\": %.3f}",
+              lim.copy1, lim.copy_all, lim.tcp);
+    fprintf(json, ", \"results\": [");
+  }
+
+  int errors = 0;
+  int ntypes = o.dtype < 0 ? SHARC_DTYPE_COUNT : 1;
+  for (int c = which == C_N ? 0 : which; c < (which == C_N ? C_N : which + 1);
+       c++) {
+    table_t tm = {.b = main_b}, tp = {.b = peer_b};
+    int reduces = c == C_RS || c == C_AR;
+    int nops = reduces ? (o.op < 0 ? SHARC_OP_COUNT : 1) : 1;
+    int r0 = c == C_BC ? (o.root < 0 ? 0 : o.root) : -1;
+    int r1 = c == C_BC ? (o.root < 0 ? b->nranks - 1 : o.root) : -1;
+    if (b->rank == 0) {
+      if (which == C_N)
+        printf("#\n# Collective test: %s\n#\n", bench_coll_names[c]);
+      if (!peer_b)
+        print_header();
+    }
+    for (int ti = 0; ti < ntypes; ti++) {
+      sharc_dtype_t dt =
+          o.dtype < 0 ? data_type_order[ti] : (sharc_dtype_t)o.dtype;
+      for (int oi = 0; oi < nops; oi++) {
+        int op = !reduces ? -1 : o.op < 0 ? (int)data_op_order[oi] : o.op;
+        for (int root = r0; root <= r1; root++) {
+          backend_t *bs[2] = {main_b, peer_b};
+          int ok[2];
+          for (int k = 0; k < 2; k++) {
+            ok[k] = bs[k] && bs[k]->supports(bs[k], (coll_t)c, dt, op);
+            if (bs[k] && !ok[k] && b->rank == 0)
+              printf("# %s: %s %s %s not supported, skipped\n", bs[k]->name,
+                     bench_coll_names[c], data_type_name(dt), data_op_name(op));
+            if (ok[k])
+              bench_warmup(bs[k], &o, &bu, (coll_t)c, dt, op, root);
+          }
+          for (size_t size = o.minb; size <= o.maxb;
+               size = o.step_factor > 1 ? size * o.step_factor
+                                        : size + o.step_bytes) {
+            for (int k = 0; k < 2; k++) {
+              if (!ok[k])
+                continue;
+              row_t row = {.coll = (coll_t)c,
+                           .size = size,
+                           .dtype = dt,
+                           .op = op,
+                           .root = root};
+              bench_one(bs[k], &o, &bu, &row);
+              table_add(k ? &tp : &tm, &row);
+              if (!peer_b && b->rank == 0)
+                print_row(&row);
+            }
+            if (size == 0)
+              break;
+          }
+        }
+      }
+    }
+    if (b->rank == 0) {
+      table_t *ts[2] = {&tm, &tp};
+      for (int k = 0; k < (peer_b ? 2 : 1); k++) {
+        if (peer_b) {
+          printf("# Backend: %s\n", ts[k]->b->name);
+          print_header();
+          for (size_t i = 0; i < ts[k]->n; i++)
+            print_row(&ts[k]->rows[i]);
+        }
+        print_footer(ts[k], limp, (coll_t)c, &o);
+        json_rows(json, ts[k], &first);
+      }
+      if (peer_b)
+        print_compare(&tm, &tp);
+    }
+    errors += tm.errors + tp.errors;
+    free(tm.rows);
+    free(tp.rows);
+  }
+  if (json) {
+    fprintf(json, "\n]}\n");
+    fclose(json);
+  }
+  bench_buffers_free(&bu, &o);
+  if (sb.finalize)
+    sb.finalize(&sb);
+  if (mb.finalize)
+    mb.finalize(&mb);
+  return errors ? 1 : 0;
+}

@@ -1,0 +1,158 @@
+/*
+ * bench_mpi.c - the MPI backend of sharc-bench (built when CMake finds MPI,
+ * SHARC_BENCH_HAVE_MPI). MPI has no streams: every call is blocking, so
+ * "enqueue back to back, then synchronize" times the same back-to-back
+ * calls and the synchronize is empty. Start under mpirun; sharc's bootstrap
+ * reads the OMPI_COMM_WORLD_* variables, so --compare mpi runs both in the
+ * same processes.
+ */
+#include "bench.h"
+
+#ifndef SHARC_BENCH_HAVE_MPI
+
+int bench_mpi_available(void) { return 0; }
+int bench_mpi_init(backend_t *b, int *argc, char ***argv) {
+  (void)b, (void)argc, (void)argv;
+  fprintf(stderr, "sharc-bench: built without MPI (CMake did not find it; "
+                  "install libopenmpi-dev and rebuild)\n");
+  return -1;
+}
+
+#else
+
+#include <mpi.h>
+#include <string.h>
+
+static char mpi_err[MPI_MAX_ERROR_STRING + 64];
+
+static MPI_Datatype mpi_type(sharc_dtype_t dt) {
+  switch (dt) {
+  case SHARC_F32:
+    return MPI_FLOAT;
+  case SHARC_F64:
+    return MPI_DOUBLE;
+  case SHARC_I8:
+    return MPI_INT8_T;
+  case SHARC_U8:
+    return MPI_UINT8_T;
+  case SHARC_I32:
+    return MPI_INT32_T;
+  case SHARC_U32:
+    return MPI_UINT32_T;
+  case SHARC_I64:
+    return MPI_INT64_T;
+  case SHARC_U64:
+    return MPI_UINT64_T;
+  default: /* half, bfloat16: moved as bytes, not reducible */
+    return MPI_UINT16_T;
+  }
+}
+
+static MPI_Op mpi_op(sharc_op_t op) {
+  return op == SHARC_PROD  ? MPI_PROD
+         : op == SHARC_MIN ? MPI_MIN
+         : op == SHARC_MAX ? MPI_MAX
+                           : MPI_SUM;
+}
+
+/* MPI has no avg and no 16-bit float reductions. */
+static int mpi_supports(backend_t *b, coll_t c, sharc_dtype_t dt, int op) {
+  (void)b;
+  if (c == C_AG || c == C_BC)
+    return 1;
+  return op != SHARC_AVG && dt != SHARC_F16 && dt != SHARC_BF16;
+}
+
+static int mpi_coll(backend_t *b, coll_t c, const void *s, void *r,
+                    size_t count, sharc_dtype_t dt, sharc_op_t op, int root,
+                    int blocking) {
+  (void)blocking;
+  MPI_Datatype t = mpi_type(dt);
+  int n = (int)count, rc;
+  size_t ts = sharc_dtype_size(dt);
+  if (count == 0)
+    return 0;
+  switch (c) {
+  case C_AG: /* in place when s == r + rank * count */
+    if ((const char *)s == (char *)r + (size_t)b->rank * count * ts)
+      s = MPI_IN_PLACE;
+    rc = MPI_Allgather(s, n, t, r, n, t, MPI_COMM_WORLD);
+    break;
+  case C_RS: /* sharc's in-place layout (r == s + rank * count) is not
+                MPI's (result at the start of the buffer): move it after */
+    if ((char *)r == (const char *)s + (size_t)b->rank * count * ts) {
+      rc = MPI_Reduce_scatter_block(MPI_IN_PLACE, (void *)s, n, t, mpi_op(op),
+                                    MPI_COMM_WORLD);
+      if (b->rank)
+        memmove(r, s, count * ts);
+    } else {
+      rc = MPI_Reduce_scatter_block(s, r, n, t, mpi_op(op), MPI_COMM_WORLD);
+    }
+    break;
+  case C_AR:
+    rc = MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, n, t, mpi_op(op),
+                       MPI_COMM_WORLD);
+    break;
+  default:
+    if (b->rank == root && s != r)
+      memcpy(r, s, count * ts);
+    rc = MPI_Bcast(r, n, t, root, MPI_COMM_WORLD);
+    break;
+  }
+  if (rc != MPI_SUCCESS) {
+    int len = 0;
+    MPI_Error_string(rc, mpi_err, &len);
+  }
+  return rc == MPI_SUCCESS ? 0 : -1;
+}
+
+static int mpi_sync(backend_t *b) {
+  (void)b;
+  return 0;
+}
+
+static int mpi_barrier(backend_t *b) {
+  (void)b;
+  return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
+static const char *mpi_last_error(backend_t *b) {
+  (void)b;
+  return mpi_err;
+}
+
+static void mpi_finalize(backend_t *b) {
+  (void)b;
+  MPI_Finalize();
+}
+
+int bench_mpi_available(void) { return 1; }
+
+int bench_mpi_init(backend_t *b, int *argc, char ***argv) {
+  if (MPI_Init(argc, argv) != MPI_SUCCESS)
+    return -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &b->nranks);
+  /* hosts: distinct shared-memory domains */
+  MPI_Comm node;
+  int lrank, nh = 0;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                      &node);
+  MPI_Comm_rank(node, &lrank);
+  int first = lrank == 0;
+  MPI_Allreduce(&first, &nh, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Comm_free(&node);
+  b->nhosts = nh;
+  b->local_rank = lrank;
+  b->name = "mpi";
+  b->ctx = NULL;
+  b->supports = mpi_supports;
+  b->coll = mpi_coll;
+  b->sync = mpi_sync;
+  b->barrier = mpi_barrier;
+  b->last_error = mpi_last_error;
+  b->finalize = mpi_finalize;
+  return 0;
+}
+
+#endif

@@ -1,0 +1,318 @@
+/*
+ * bench_run.c - the timing and validation loop of sharc-bench, the same
+ * for every backend (so sharc and its peers are timed by the same code).
+ *
+ * Per size and placement, as nccl-tests: fill inputs (when checking), one
+ * synchronised operation, a barrier, then `iters` operations enqueued back
+ * to back (-z 0) or each completed and followed by a barrier (-z 1), one
+ * synchronize, time / iters combined over ranks as -a says; then `check`
+ * validation runs on fresh inputs. Each iteration moves the buffers by one
+ * operation's footprint (within maxBytes) so small sizes do not run out of
+ * the same cache lines every time.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+const char *const bench_coll_names[C_N] = {"all_gather", "reduce_scatter",
+                                           "all_reduce", "broadcast"};
+
+double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(backend_t *b, int st, const char *what) {
+  fprintf(stderr, "sharc-bench: rank %d: %s %s failed (%d): %s\n", b->rank,
+          b->name, what, st, b->last_error(b));
+  exit(2);
+}
+#define RUN(b, call, what)                                                     \
+  do {                                                                         \
+    int st_ = (call);                                                          \
+    if (st_ != 0)                                                              \
+      die(b, st_, what);                                                       \
+  } while (0)
+
+/* ---- -T: a watchdog thread ends the process when a phase overruns ---- */
+
+static _Atomic double deadline; /* 0: disarmed */
+static int timeout_s;
+
+static void *watchdog(void *arg) {
+  (void)arg;
+  for (;;) {
+    usleep(100 * 1000);
+    double d = atomic_load(&deadline);
+    if (d > 0 && bench_now() > d) {
+      char host[256] = "?";
+      gethostname(host, sizeof host);
+      fprintf(stderr,
+              "%s: Test timeout (%ds): an operation did not complete in "
+              "-T %d seconds; aborting\n",
+              host, timeout_s, timeout_s);
+      _exit(3);
+    }
+  }
+  return NULL;
+}
+
+void bench_timeout_arm(int seconds) {
+  static int started;
+  if (seconds <= 0) {
+    atomic_store(&deadline, 0.0);
+    return;
+  }
+  if (!started) {
+    pthread_t t;
+    timeout_s = seconds;
+    if (pthread_create(&t, NULL, watchdog, NULL) == 0)
+      pthread_detach(t);
+    started = 1;
+  }
+  atomic_store(&deadline, bench_now() + seconds);
+}
+
+/* ---- control collectives on the backend itself ------------------------ */
+
+int bench_allreduce_f64(backend_t *b, double *v, int mode) {
+  double in = *v, out = 0;
+  int st;
+  if (mode == 0) /* rank 0's value */
+    st = b->coll(b, C_BC, &in, &out, 1, SHARC_F64, SHARC_SUM, 0, 1);
+  else
+    st = b->coll(b, C_AR, &in, &out, 1, SHARC_F64,
+                 mode == 2   ? SHARC_MIN
+                 : mode == 3 ? SHARC_MAX
+                             : SHARC_SUM,
+                 0, 1);
+  if (mode == 1)
+    out /= b->nranks;
+  *v = out;
+  return st;
+}
+
+static int64_t sum_i64(backend_t *b, int64_t v) {
+  int64_t out = 0;
+  RUN(b, b->coll(b, C_AR, &v, &out, 1, SHARC_I64, SHARC_SUM, 0, 1),
+      "all_reduce(#wrong)");
+  return out;
+}
+
+int bench_allgather_bytes(backend_t *b, const void *mine, void *all,
+                          size_t bytes) {
+  return b->coll(b, C_AG, mine, all, bytes, SHARC_U8, SHARC_SUM, 0, 1);
+}
+
+/* ---- buffers ----------------------------------------------------------- */
+
+int bench_buffers_alloc(buffers_t *bu, const opts_t *o) {
+  /* -R 0: malloc; 1: sharc_mem_alloc (peers map it); 2: malloc +
+   * sharc_mem_register. */
+  size_t n = o->maxb ? o->maxb : 64;
+  bu->bytes = n;
+  bu->sbuf = bu->rbuf = NULL;
+  if (o->reg == 1) {
+    if (sharc_mem_alloc(&bu->sbuf, n) != SHARC_OK ||
+        sharc_mem_alloc(&bu->rbuf, n) != SHARC_OK) {
+      fprintf(stderr, "sharc-bench: sharc_mem_alloc(%zu): %s\n", n,
+              sharc_last_error());
+      return -1;
+    }
+  } else {
+    if (posix_memalign(&bu->sbuf, 4096, n) ||
+        posix_memalign(&bu->rbuf, 4096, n)) {
+      fprintf(stderr, "sharc-bench: cannot allocate 2 x %zu bytes\n", n);
+      return -1;
+    }
+    if (o->reg == 2 && (sharc_mem_register(bu->sbuf, n) != SHARC_OK ||
+                        sharc_mem_register(bu->rbuf, n) != SHARC_OK)) {
+      fprintf(stderr, "sharc-bench: sharc_mem_register(%zu): %s\n", n,
+              sharc_last_error());
+      return -1;
+    }
+  }
+  memset(bu->sbuf, 0, n);
+  memset(bu->rbuf, 0, n);
+  return 0;
+}
+
+void bench_buffers_free(buffers_t *bu, const opts_t *o) {
+  if (o->reg == 1) {
+    sharc_mem_free(bu->sbuf);
+    sharc_mem_free(bu->rbuf);
+    return;
+  }
+  if (o->reg == 2) {
+    sharc_mem_deregister(bu->sbuf);
+    sharc_mem_deregister(bu->rbuf);
+  }
+  free(bu->sbuf);
+  free(bu->rbuf);
+}
+
+/* ---- one operation's shape (nccl-tests' getCollByteCount) -------------- */
+
+typedef struct {
+  size_t sendcount, recvcount, paramcount; /* elements */
+  size_t send_ip, recv_ip; /* in-place offsets per rank (elements) */
+  size_t ts;
+} shape_t;
+
+static shape_t shape(coll_t c, size_t bytes, sharc_dtype_t dt, int n) {
+  shape_t s = {0};
+  s.ts = sharc_dtype_size(dt);
+  size_t count = bytes / s.ts, per = count / (size_t)n;
+  switch (c) {
+  case C_AG:
+    s.sendcount = s.paramcount = per;
+    s.recvcount = per * (size_t)n;
+    s.send_ip = per;
+    break;
+  case C_RS:
+    s.sendcount = per * (size_t)n;
+    s.recvcount = s.paramcount = per;
+    s.recv_ip = per;
+    break;
+  default:
+    s.sendcount = s.recvcount = s.paramcount = count;
+    break;
+  }
+  return s;
+}
+
+double bench_bus_factor(coll_t c, int n) {
+  return c == C_AR ? 2.0 * (n - 1) / n : c == C_BC ? 1.0 : (double)(n - 1) / n;
+}
+
+typedef struct {
+  backend_t *b;
+  const opts_t *o;
+  buffers_t *bu;
+  coll_t c;
+  sharc_dtype_t dt;
+  int op, root;
+  shape_t sh;
+} op_t;
+
+static void buffers_for(const op_t *x, int inplace, int iter, uint8_t **s,
+                        uint8_t **r) {
+  size_t total =
+      x->sh.sendcount > x->sh.recvcount ? x->sh.sendcount : x->sh.recvcount;
+  total *= x->sh.ts;
+  size_t steps = total ? x->bu->bytes / total : 1;
+  size_t shift = steps ? total * ((size_t)iter % steps) : 0;
+  uint8_t *sb = (uint8_t *)x->bu->sbuf + shift,
+          *rb = (uint8_t *)x->bu->rbuf + shift;
+  size_t rank = (size_t)x->b->rank;
+  *s = inplace ? rb + x->sh.send_ip * rank * x->sh.ts : sb;
+  *r = inplace ? rb + x->sh.recv_ip * rank * x->sh.ts : rb;
+}
+
+static void start(const op_t *x, int inplace, int iter) {
+  uint8_t *s, *r;
+  buffers_for(x, inplace, iter, &s, &r);
+  backend_t *b = x->b;
+  RUN(b,
+      b->coll(b, x->c, s, r, x->sh.paramcount, x->dt,
+              x->op < 0 ? SHARC_SUM : (sharc_op_t)x->op, x->root,
+              x->o->blocking),
+      bench_coll_names[x->c]);
+  if (x->o->blocking)
+    RUN(b, b->barrier(b), "barrier");
+}
+
+static void complete(const op_t *x) {
+  if (!x->o->blocking)
+    RUN(x->b, x->b->sync(x->b), "synchronize");
+}
+
+/* Fresh inputs for iteration 0 of this placement; the output poisoned. */
+static void init_data(const op_t *x, int inplace) {
+  uint8_t *s, *r;
+  buffers_for(x, inplace, 0, &s, &r);
+  int rank = x->b->rank, n = x->b->nranks;
+  memset(r, 0xa5, x->sh.recvcount * x->sh.ts);
+  if (x->c == C_BC && rank != x->root)
+    return;
+  data_fill(s, x->sh.sendcount, 0, x->dt, x->op, x->c, rank, n);
+}
+
+static int64_t check_data(const op_t *x, int inplace) {
+  uint8_t *s, *r;
+  buffers_for(x, inplace, 0, &s, &r);
+  static int corrupt = -1;
+  if (corrupt < 0) {
+    const char *e = getenv("SHARC_BENCH_CORRUPT");
+    corrupt = e && atoi(e) > 0;
+  }
+  if (corrupt && x->b->rank == 0 && x->sh.recvcount)
+    data_corrupt(r, x->dt);
+  size_t base = x->c == C_RS ? (size_t)x->b->rank * x->sh.recvcount : 0;
+  return data_check(r, x->sh.recvcount, base, x->dt, x->op, x->c, x->root,
+                    x->b->nranks, x->sh.paramcount);
+}
+
+int bench_warmup(backend_t *b, const opts_t *o, buffers_t *bu, coll_t c,
+                 sharc_dtype_t dt, int op, int root) {
+  size_t sizes[2] = {o->maxb, o->minb};
+  bench_timeout_arm(o->timeout);
+  for (int k = 0; k < 2; k++) {
+    op_t x = {b, o, bu, c, dt, op, root, shape(c, sizes[k], dt, b->nranks)};
+    for (int it = 0; it < o->warmup; it++)
+      start(&x, 0, it);
+    complete(&x);
+  }
+  bench_timeout_arm(0);
+  return 0;
+}
+
+int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row) {
+  op_t x = {b,          o,
+            bu,         row->coll,
+            row->dtype, row->op,
+            row->root,  shape(row->coll, row->size, row->dtype, b->nranks)};
+  size_t send_b = x.sh.sendcount * x.sh.ts, recv_b = x.sh.recvcount * x.sh.ts;
+  size_t size = send_b > recv_b ? send_b : recv_b;
+  row->count = x.sh.paramcount;
+  double factor = bench_bus_factor(row->coll, b->nranks);
+  for (int ip = 0; ip < 2; ip++) {
+    bench_timeout_arm(o->timeout);
+    if (o->check)
+      init_data(&x, ip);
+    start(&x, ip, 0);
+    complete(&x);
+    RUN(b, b->barrier(b), "barrier");
+    double t0 = bench_now();
+    for (int it = 0; it < o->iters; it++)
+      start(&x, ip, it);
+    complete(&x);
+    double sec = (bench_now() - t0) / o->iters;
+    RUN(b, bench_allreduce_f64(b, &sec, o->average), "all_reduce(time)");
+    /* algbw over the param count, as nccl-tests' getBw */
+    double base = (double)(x.sh.paramcount * x.sh.ts) / 1e9 / sec;
+    row->time_us[ip] = sec * 1e6;
+    row->algbw[ip] =
+        row->coll == C_AG || row->coll == C_RS ? base * b->nranks : base;
+    row->busbw[ip] = row->algbw[ip] * factor;
+    RUN(b, b->barrier(b), "barrier");
+    row->wrong[ip] = o->check ? 0 : -1;
+    for (int k = 0; k < o->check; k++) {
+      init_data(&x, ip);
+      start(&x, ip, 0);
+      complete(&x);
+      row->wrong[ip] = sum_i64(b, check_data(&x, ip));
+      if (row->wrong[ip])
+        break;
+    }
+    bench_timeout_arm(0);
+  }
+  row->size = size;
+  return 0;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# sharc-bench end to end: nccl-tests layout, validation, JSON, the corruption
+# switch, and (mode mpi) --compare mpi under mpirun.
+#   bench_test.sh SHARCRUN SHARC_BENCH [core|mpi]
+# Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
+set -u
+run=$1 bench=$2 mode=${3:-core}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# An nccl-tests style parser: data rows are the lines that do not start
+# with '#' and have 13 columns; prints "rows wrong_total".
+parse() {
+  awk '!/^#/ && NF == 13 && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {
+         rows++; w += $9 + $13
+         if ($6 !~ /^[0-9.]+$/ || $7 !~ /^[0-9.]+$/ || $8 !~ /^[0-9.]+$/) bad++
+       }
+       END { if (bad) print "bad", bad; else print rows + 0, w + 0 }' "$1"
+}
+
+if [ "$mode" = mpi ]; then
+  command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 SHARC_TIMEOUT=30
+  timeout 100 mpirun -np 2 --oversubscribe --mca btl self,vader "$bench" all \
+    -b 8 -e 256K -f 8 -n 2 -w 1 --limits 0 --compare mpi -J "$tmp/c.json" \
+    >"$tmp/c.out" 2>&1
+  rc=$?
+  if grep -q "built without MPI" "$tmp/c.out"; then
+    echo "SKIP: sharc-bench built without MPI"; exit 77
+  fi
+  [ $rc -eq 0 ] || { cat "$tmp/c.out"; fail "--compare mpi exited $rc"; }
+  [ "$(grep -c '^# Backend: mpi' "$tmp/c.out")" = 4 ] || fail "not 4 mpi tables"
+  [ "$(grep -c '^# Compare: busbw sharc / mpi' "$tmp/c.out")" = 4 ] || fail "not 4 compare tables"
+  [ "$(grep -c '^# Out of bounds values : 0 OK' "$tmp/c.out")" = 8 ] || fail "not 8 OK tables"
+  read -r rows wrong < <(parse "$tmp/c.out")
+  [ "$rows" -gt 0 ] && [ "$wrong" = 0 ] || fail "compare rows $rows wrong $wrong"
+  python3 -m json.tool "$tmp/c.json" >/dev/null || fail "compare JSON invalid"
+  echo "PASS: --compare mpi ($rows rows)"
+  exit 0
+fi
+
+export SHARC_TIMEOUT=30
+args=(all -b 8 -e 256K -f 8 -n 2 -w 1 -c 1 --limits 0)
+"$run" -n 2 --no-prefix --timeout 50 "$bench" "${args[@]}" -J "$tmp/r.json" >"$tmp/ok.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/ok.out"; fail "clean run exited $rc"; }
+[ "$(grep -c '^#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong$' "$tmp/ok.out")" = 4 ] \
+  || { cat "$tmp/ok.out"; fail "not four nccl-tests headers"; }
+[ "$(grep -c '^# Out of bounds values : 0 OK$' "$tmp/ok.out")" = 4 ] || fail "not four OK tables"
+[ "$(grep -c '^# Avg bus bandwidth    : ' "$tmp/ok.out")" = 4 ] || fail "no Avg bus bandwidth lines"
+grep -q '^# nThread 1 nGpus 1 minBytes 8 maxBytes 262144 step: 8(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0$' "$tmp/ok.out" \
+  || fail "preamble line differs from nccl-tests'"
+read -r rows wrong < <(parse "$tmp/ok.out")
+[ "$rows" = 24 ] || { cat "$tmp/ok.out"; fail "parsed $rows rows, want 24"; }
+[ "$wrong" = 0 ] || fail "#wrong total $wrong"
+python3 -m json.tool "$tmp/r.json" >/dev/null || fail "JSON invalid"
+python3 - "$tmp/r.json" <<'PY' || fail "JSON rows"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["results"]) == 24, len(d["results"])
+assert all(r["wrong"] == 0 and r["inplace_wrong"] == 0 for r in d["results"])
+PY
+
+SHARC_BENCH_CORRUPT=1 "$run" -n 2 --no-prefix --timeout 50 "$bench" "${args[@]}" >"$tmp/bad.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] || fail "corrupted run exited 0"
+grep -q '^# Out of bounds values : [1-9][0-9]* FAILED$' "$tmp/bad.out" || fail "no FAILED line"
+read -r rows wrong < <(parse "$tmp/bad.out")
+[ "$wrong" -gt 0 ] || fail "corrupted run shows #wrong 0"
+
+# bad usage: exit 2 with a message
+"$run" -n 1 --no-prefix "$bench" all_reduce -a 7 >"$tmp/use.out" 2>&1
+[ $? -eq 2 ] && grep -q -- "-a takes" "$tmp/use.out" || fail "bad -a not refused"
+"$run" -n 1 --no-prefix "$bench" all_reduce --mem cuda >"$tmp/cuda.out" 2>&1
+[ $? -eq 2 ] && grep -q "mem cuda" "$tmp/cuda.out" || fail "--mem cuda not refused clearly"
+echo "PASS: sharc-bench ($rows rows; corrupted run: #wrong $wrong, exit $rc)"

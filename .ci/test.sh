@@ -42,6 +42,6 @@ for variant in plain asan; do
     status=1
   fi
 done
-echo "ci: plain and asan builds, every test of each (skipped ones need root or a device)"
+echo "ci: plain and asan builds, every test of each (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status

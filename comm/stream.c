@@ -31,8 +31,9 @@ struct sharc_stream {
   sharc_status_t err;
   char err_msg[512];
   int stop;
-  int worker_idle;     /* the stream thread sleeps on cond for work */
-  _Atomic int waiters; /* threads sleeping on cond for completions */
+  int worker_idle;          /* the stream thread sleeps on cond for work */
+  _Atomic int waiters;      /* threads sleeping on cond for completions */
+  _Atomic uint64_t wake_at; /* smallest count a waiter needs (UINT64_MAX) */
 };
 
 struct sharc_event {
@@ -45,9 +46,12 @@ struct sharc_event {
  * worker's increment and the waiter's registration are both seq_cst, so
  * either the waiter sees the new count or the worker sees the waiter). */
 static void complete_one(struct sharc_stream *s) {
-  atomic_fetch_add(&s->completed, 1);
-  if (atomic_load(&s->waiters)) {
+  uint64_t done = atomic_fetch_add(&s->completed, 1) + 1;
+  /* Wake only when some waiter's target is reached, not per item: a
+   * waiter woken early would sleep again, two context switches per op. */
+  if (atomic_load(&s->waiters) && done >= atomic_load(&s->wake_at)) {
     pthread_mutex_lock(&s->lock);
+    atomic_store(&s->wake_at, UINT64_MAX);
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
   }
@@ -102,6 +106,7 @@ sharc_status_t sharc_stream_create(sharc_stream_t *stream) {
     return err_set(SHARC_ERR_NO_MEM, "sharc_stream_create: out of memory");
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
+  atomic_store(&s->wake_at, UINT64_MAX);
   int rc = pthread_create(&s->thread, NULL, stream_main, s);
   if (rc != 0) {
     pthread_mutex_destroy(&s->lock);
@@ -141,8 +146,13 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
 static sharc_status_t wait_for(struct sharc_stream *s, uint64_t target) {
   pthread_mutex_lock(&s->lock);
   atomic_fetch_add(&s->waiters, 1);
-  while (atomic_load(&s->completed) < target)
+  for (;;) {
+    if (target < atomic_load(&s->wake_at))
+      atomic_store(&s->wake_at, target); /* before re-reading completed */
+    if (atomic_load(&s->completed) >= target)
+      break;
     pthread_cond_wait(&s->cond, &s->lock);
+  }
   atomic_fetch_sub(&s->waiters, 1);
   sharc_status_t st = SHARC_OK;
   if (s->err != SHARC_OK && s->err_at <= target) {

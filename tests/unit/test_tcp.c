@@ -14,18 +14,7 @@
 #include "comm.h"
 #include "net.h"
 
-static int passed, failed;
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (cond) {                                                                \
-      passed++;                                                                \
-    } else {                                                                   \
-      failed++;                                                                \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                   \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-    }                                                                          \
-  } while (0)
+#include "unit/expect.h"
 
 #define MAXR 4
 #define NCHAN 2

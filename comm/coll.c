@@ -112,6 +112,10 @@ static sharc_status_t run_call(coll_call_t *call) {
   size_t esize = sharc_dtype_size(call->dtype);
   size_t bytes = call->count * esize;
   sched_algo_t algo = pick_algo(comm, call->coll, bytes);
+  rec_entry_t *rec =
+      rec_start(comm, (int)call->coll, (int)call->dtype, (int)call->op,
+                (int)algo, call->root, call->count);
+  atomic_store(&comm->rec_cur, rec);
   sched_args_t args = {
       .coll = call->coll,
       .rank = comm->rank,
@@ -127,8 +131,11 @@ static sharc_status_t run_call(coll_call_t *call) {
   sharc_status_t st = sched_build(algo, &args, &s); /* finishes s */
   if (st != SHARC_OK) {
     sched_free(&s);
-    return comm_error(comm, st, "%s: building the %s schedule failed: %s",
-                      coll_fn[call->coll], sched_algo_name(algo), err_last());
+    st = comm_error(comm, st, "%s: building the %s schedule failed: %s",
+                    coll_fn[call->coll], sched_algo_name(algo), err_last());
+    atomic_store(&comm->rec_cur, NULL);
+    rec_end(rec, st);
+    return st;
   }
   if (s.tmp_count)
     st = ensure_tmp(comm, s.tmp_count * esize);
@@ -143,6 +150,8 @@ static sharc_status_t run_call(coll_call_t *call) {
   if (st == SHARC_OK && call->op == SHARC_AVG &&
       (call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_REDUCE_SCATTER))
     kernel_div(call->dtype, call->recvbuf, call->count, comm->nranks);
+  atomic_store(&comm->rec_cur, NULL);
+  rec_end(rec, st);
   return st;
 }
 

@@ -61,6 +61,7 @@ static struct sharc_comm *comm_alloc(void) {
 static void comm_free(struct sharc_comm *c) {
   if (!c)
     return;
+  rec_unregister(c);
   uint64_t deadline = time_ns() + SHARC_MIN(timeout_ns(), 10000000000ull);
   transport_tcp.teardown(c, deadline);
   transport_shm.teardown(c, deadline);
@@ -176,6 +177,7 @@ static sharc_status_t comm_create(bootstrap_env_t *env, sharc_comm_t *out) {
   int port0 = net_addr_port(&c->peers[0].addr);
   c->uid = hash_bytes(h, &port0, sizeof port0);
   CHECK_GOTO(comm_setup(c), st, fail);
+  rec_register(c);
   *out = c;
   return SHARC_OK;
 fail:
@@ -312,6 +314,7 @@ sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
   c->listen_addr = laddr;
   lfd = -1;
   CHECK_GOTO(comm_setup(c), st, done);
+  rec_register(c);
   *newcomm = c;
   c = NULL;
 done:

@@ -11,6 +11,7 @@
 
 #include "bootstrap.h"
 #include "core.h"
+#include "recorder.h"
 #include "transport.h"
 
 /* Per-rank wake-up word: a blocked executor sleeps on `doorbell` with a
@@ -85,6 +86,10 @@ struct sharc_comm {
   uint64_t next_ticket, serving;
   uint64_t seq;    /* collectives executed */
   uint64_t nsplit; /* splits done, for child uids */
+
+  /* flight recorder; rec_cur is the running collective's entry */
+  recorder_t rec;
+  rec_entry_t *_Atomic rec_cur;
 
   /* scratch for algorithms (TMP buffer) */
   void *tmp;

@@ -321,6 +321,13 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       comm_fail(comm, laggard, st, why);
       return st;
     }
+    rec_entry_t *rec = atomic_load(&comm->rec_cur);
+    if (rec) /* for the flight recorder: whom we sleep on */
+      for (size_t i = 0; i < n; i++)
+        if (sts[i].conn && sts[i].done < sts[i].wire) {
+          atomic_store(&rec->waiting_on, sts[i].conn->peer);
+          break;
+        }
     comm_wait(comm, seen, EXEC_CHECK_INTERVAL_NS);
   }
 }

@@ -89,8 +89,11 @@ void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
   pthread_mutex_unlock(&comm->err_lock);
   atomic_store(&comm->broken, 1);
   atomic_store(&comm->fail.failed, 1); /* published last */
-  /* The one warning of this failure on this rank. */
+  /* The one warning of this failure on this rank, with the recorder
+   * (not when the program itself aborted the communicator). */
   WARN(SUB_COMM, "%s (%s)", why, sharc_status_name(st));
+  if (st != SHARC_ERR_ABORTED || failed_rank != comm->rank)
+    rec_dump(comm, "after this failure");
   if (comm->shm && transport_shm.notify_abort)
     transport_shm.notify_abort(comm, failed_rank, st);
   if (comm->tcp && transport_tcp.notify_abort)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hang_test.sh - one rank of 6 stays alive but never joins a collective;
 # the others must fail with SHARC_ERR_TIMEOUT within SHARC_TIMEOUT + margin,
-# and over shm their message must name the rank that did not call.
+# and over shm their message must name the rank that did not call; SIGUSR1
+# makes every rank print its flight recorder.
 #   hang_test.sh SHARCRUN HANG_RANK_PROGRAM [shm|tcp]
 set -u
 sharcrun=$1 prog=$2 transport=${3:-shm}
@@ -11,9 +12,24 @@ name=1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 start=$(date +%s%N)
-SHARC_TIMEOUT=$timeout_s timeout 60 "$sharcrun" -n $n --grace 30 "$prog" $k $name >"$log" 2>&1
+SHARC_TIMEOUT=$timeout_s "$sharcrun" -n $n --grace 30 "$prog" $k $name >"$log" 2>&1 &
+job=$!
+(sleep 60; kill -9 $job) >/dev/null 2>&1 & # no hold on our output
+watchdog=$!
+# While the others wait in collective #50: SIGUSR1 (forwarded by sharcrun)
+# makes every rank print its flight recorder.
+sleep 1.5
+kill -USR1 $job
+wait $job
 end=$(date +%s%N)
+kill $watchdog 2>/dev/null
 pass=0 fail=0
+dumps=$(grep -c "flight recorder of comm .* on SIGUSR1" "$log")
+if [ "$dumps" -ge $((n - 1)) ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "hang_test FAIL: $dumps ranks printed their recorder on SIGUSR1"; fi
+waiting=$(grep -c "recorder: #50 all_reduce .*running for" "$log")
+if [ "$waiting" -ge $((n - 1)) ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "hang_test FAIL: $waiting recorder lines show collective #50 running"; fi
 ok=$(grep -c "^\[[0-9]*\] hang_rank: survivor .* status SHARC_ERR_TIMEOUT" "$log")
 if [ "$ok" -eq $((n - 1)) ]; then pass=$((pass + 1)); else
   fail=$((fail + 1)); echo "hang_test FAIL: $ok of $((n - 1)) survivors reported SHARC_ERR_TIMEOUT"; fi

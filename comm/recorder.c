@@ -1,0 +1,173 @@
+/*
+ * recorder.c - the flight recorder (see recorder.h) and its SIGUSR1 path:
+ * the signal handler only writes a byte to a pipe; a thread started with
+ * the first communicator reads it and prints every live communicator's
+ * recorder, so nothing unsafe runs in signal context.
+ */
+#include "recorder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "schedule.h"
+
+rec_entry_t *rec_start(struct sharc_comm *comm, int coll, int dtype, int op,
+                       int algo, int root, size_t count) {
+  rec_entry_t *e = &comm->rec.e[comm->seq % REC_SIZE];
+  atomic_store(&e->state, 0);
+  e->seq = comm->seq;
+  e->coll = coll, e->dtype = dtype, e->op = op, e->algo = algo;
+  e->root = root;
+  e->count = count;
+  e->t_start_ns = time_ns();
+  e->t_end_ns = 0;
+  e->status = 0;
+  atomic_store(&e->waiting_on, -1);
+  atomic_store(&e->state, REC_RUNNING); /* published last */
+  return e;
+}
+
+void rec_end(rec_entry_t *e, int status) {
+  e->t_end_ns = time_ns();
+  e->status = status;
+  atomic_store(&e->waiting_on, -1);
+  atomic_store(&e->state, status == SHARC_OK ? REC_DONE : REC_FAILED);
+}
+
+void rec_dump(struct sharc_comm *comm, const char *why) {
+  uint64_t now = time_ns(), last = comm->seq + 1;
+  uint64_t first = last > REC_DUMP ? last - REC_DUMP : 0;
+  WARN(SUB_COMM,
+       "flight recorder of comm %016llx (rank %d of %d), %s; last %d "
+       "collectives:",
+       (unsigned long long)comm->uid, comm->rank, comm->nranks, why,
+       (int)(last - first));
+  for (uint64_t s = first; s < last; s++) {
+    rec_entry_t *e = &comm->rec.e[s % REC_SIZE];
+    int state = atomic_load(&e->state);
+    if (!state || e->seq != s)
+      continue;
+    char what[256], root[24] = "";
+    if (e->coll == SCHED_BROADCAST)
+      snprintf(root, sizeof root, " root %d", e->root);
+    snprintf(what, sizeof what, "#%llu %s %s x %zu%s%s%s, %s",
+             (unsigned long long)e->seq, sched_coll_name((sched_coll_t)e->coll),
+             sharc_dtype_name((sharc_dtype_t)e->dtype), e->count,
+             e->coll == SCHED_ALL_REDUCE || e->coll == SCHED_REDUCE_SCATTER
+                 ? " "
+                 : "",
+             e->coll == SCHED_ALL_REDUCE || e->coll == SCHED_REDUCE_SCATTER
+                 ? sharc_op_name((sharc_op_t)e->op)
+                 : "",
+             root, sched_algo_name((sched_algo_t)e->algo));
+    if (state == REC_RUNNING) {
+      int w = atomic_load(&e->waiting_on);
+      char on[128] = "";
+      if (w >= 0 && w < comm->nranks)
+        snprintf(on, sizeof on, ", waiting on rank %d (host %s)", w,
+                 comm->peers[w].host);
+      WARN(SUB_COMM, "recorder: %s: running for %.3f s%s", what,
+           (double)(now - e->t_start_ns) / 1e9, on);
+    } else {
+      WARN(SUB_COMM, "recorder: %s: %s after %.1f us%s%s", what,
+           state == REC_DONE ? "done" : "failed",
+           (double)(e->t_end_ns - e->t_start_ns) / 1e3,
+           state == REC_DONE ? "" : " with ",
+           state == REC_DONE ? "" : sharc_status_name(e->status));
+    }
+  }
+}
+
+/* ---- SIGUSR1 ---- */
+
+typedef struct reg_node {
+  struct reg_node *next;
+  struct sharc_comm *comm;
+} reg_node_t;
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static reg_node_t *reg_head;
+static int sig_pipe[2] = {-1, -1};
+static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
+
+static void on_usr1(int sig) {
+  (void)sig;
+  int saved = errno;
+  char b = 1;
+  if (write(sig_pipe[1], &b, 1) < 0) {
+    /* pipe full: a dump is already pending */
+  }
+  errno = saved;
+}
+
+static void *dumper(void *arg) {
+  (void)arg;
+  char b;
+  for (;;) {
+    ssize_t n = read(sig_pipe[0], &b, 1);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return NULL;
+    pthread_mutex_lock(&reg_lock);
+    for (reg_node_t *r = reg_head; r; r = r->next)
+      rec_dump(r->comm, "on SIGUSR1");
+    pthread_mutex_unlock(&reg_lock);
+  }
+}
+
+static void sig_init(void) {
+  struct sigaction old;
+  if (sigaction(SIGUSR1, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+      (old.sa_flags & SA_SIGINFO))
+    return; /* the program handles SIGUSR1 itself */
+  if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    return;
+  fcntl(sig_pipe[0], F_SETFL, 0); /* the reader blocks */
+  sigset_t all, prev;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &prev); /* the thread takes no signals */
+  pthread_t t;
+  int rc = pthread_create(&t, NULL, dumper, NULL);
+  pthread_sigmask(SIG_SETMASK, &prev, NULL);
+  if (rc != 0)
+    return;
+  pthread_detach(t);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+}
+
+void rec_register(struct sharc_comm *comm) {
+  pthread_once(&sig_once, sig_init);
+  reg_node_t *r = malloc(sizeof *r);
+  if (!r)
+    return;
+  r->comm = comm;
+  pthread_mutex_lock(&reg_lock);
+  r->next = reg_head;
+  reg_head = r;
+  pthread_mutex_unlock(&reg_lock);
+}
+
+void rec_unregister(struct sharc_comm *comm) {
+  pthread_mutex_lock(&reg_lock);
+  for (reg_node_t **pp = &reg_head; *pp; pp = &(*pp)->next)
+    if ((*pp)->comm == comm) {
+      reg_node_t *r = *pp;
+      *pp = r->next;
+      free(r);
+      break;
+    }
+  pthread_mutex_unlock(&reg_lock);
+}

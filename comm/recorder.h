@@ -1,0 +1,47 @@
+/*
+ * recorder.h - the flight recorder: each communicator remembers its last
+ * REC_SIZE collectives (sequence, call, algorithm, state, the peer being
+ * waited on, times), printed on a timeout or a peer failure and on demand
+ * with SIGUSR1, so one look at the logs says which rank is behind and where.
+ */
+#ifndef SHARC_RECORDER_H
+#define SHARC_RECORDER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define REC_SIZE 32 /* entries kept */
+#define REC_DUMP 8  /* entries printed (the newest) */
+
+enum { REC_RUNNING = 1, REC_DONE = 2, REC_FAILED = 3 };
+
+typedef struct {
+  uint64_t seq;
+  int coll, dtype, op, algo, root;
+  size_t count;
+  uint64_t t_start_ns, t_end_ns;
+  _Atomic int state;      /* 0 (empty) or REC_* */
+  _Atomic int waiting_on; /* peer this rank is blocked on, -1: none */
+  int status;             /* sharc_status_t once done/failed */
+} rec_entry_t;
+
+typedef struct {
+  rec_entry_t e[REC_SIZE];
+} recorder_t;
+
+struct sharc_comm;
+
+/* Starts the entry of collective comm->seq and returns it. */
+rec_entry_t *rec_start(struct sharc_comm *comm, int coll, int dtype, int op,
+                       int algo, int root, size_t count);
+void rec_end(rec_entry_t *e, int status);
+/* Prints the newest REC_DUMP entries of comm's recorder at WARN level,
+ * oldest first, with a reason. */
+void rec_dump(struct sharc_comm *comm, const char *why);
+/* Registers comm for SIGUSR1 dumps (installs the handler once, unless the
+ * program has its own) / unregisters it before it is freed. */
+void rec_register(struct sharc_comm *comm);
+void rec_unregister(struct sharc_comm *comm);
+
+#endif /* SHARC_RECORDER_H */

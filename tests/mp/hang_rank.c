@@ -17,18 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "names_rank.h"
 #include "sharc.h"
 
 #define COUNT 65536
-
-static int names_rank(const char *msg, int k) {
-  char want[32];
-  int len = snprintf(want, sizeof want, "rank %d", k);
-  for (const char *p = strstr(msg, want); p; p = strstr(p + 1, want))
-    if (!isdigit((unsigned char)p[len]))
-      return 1;
-  return 0;
-}
 
 int main(int argc, char **argv) {
   if (argc < 2) {

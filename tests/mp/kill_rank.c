@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "names_rank.h"
 #include "sharc.h"
 
 #define COUNT (1u << 18) /* f32 elements: 1 MiB */
@@ -29,16 +30,6 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Does msg contain "rank K" (not "rank K0")? */
-static int names_rank(const char *msg, int k) {
-  char want[32];
-  int len = snprintf(want, sizeof want, "rank %d", k);
-  for (const char *p = strstr(msg, want); p; p = strstr(p + 1, want))
-    if (!isdigit((unsigned char)p[len]))
-      return 1;
-  return 0;
 }
 
 int main(int argc, char **argv) {

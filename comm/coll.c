@@ -57,10 +57,12 @@ static sched_algo_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
                               size_t bytes) {
   const comm_cfg_t *c = &comm->cfg;
   double alpha = c->alpha_us, beta = c->beta_gbs;
+  sched_links_t links = {comm->nhosts, comm->local_max, alpha,
+                         beta,         c->net_alpha_us, c->net_beta_gbs};
   if (c->algo == COMM_ALGO_AUTO) {
     if (c->tree_max > 0)
       return bytes <= (size_t)c->tree_max ? SCHED_ALGO_TREE : SCHED_ALGO_RING;
-    return sched_pick(coll, comm->nranks, bytes, alpha, beta);
+    return sched_pick_links(coll, comm->nranks, bytes, &links);
   }
   if (c->algo == COMM_ALGO_TREE_FAMILY) {
     if (coll != SCHED_ALL_REDUCE)
@@ -69,14 +71,14 @@ static sched_algo_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
     sched_algo_t best = SCHED_ALGO_TREE;
     const sched_algo_t fam[] = {SCHED_ALGO_RABENSEIFNER, SCHED_ALGO_DBTREE};
     for (int i = 0; i < 2; i++)
-      if (sched_cost_us(fam[i], coll, comm->nranks, bytes, alpha, beta) <
-          sched_cost_us(best, coll, comm->nranks, bytes, alpha, beta))
+      if (sched_cost_links_us(fam[i], coll, comm->nranks, bytes, &links) <
+          sched_cost_links_us(best, coll, comm->nranks, bytes, &links))
         best = fam[i];
     return best;
   }
   return sched_algo_supports((sched_algo_t)c->algo, coll)
              ? (sched_algo_t)c->algo
-             : sched_pick(coll, comm->nranks, bytes, alpha, beta);
+             : sched_pick_links(coll, comm->nranks, bytes, &links);
 }
 
 static sharc_status_t ensure_tmp(struct sharc_comm *comm, size_t bytes) {
@@ -125,6 +127,8 @@ static sharc_status_t run_call(coll_call_t *call) {
       .inplace = is_inplace(call, esize),
       .nchan = bytes >= 262144 ? comm->nchan : 1,
       .chunk = SHARC_MAX((size_t)65536 / esize, 1),
+      .host_of = comm->host_of,
+      .order = comm->ring_order,
   };
   sched_t s;
   sched_init(&s);

@@ -17,6 +17,7 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "place.h"
 #include "schedule.h"
 
 sharc_status_t comm_cfg_load(comm_cfg_t *cfg) {
@@ -30,6 +31,12 @@ sharc_status_t comm_cfg_load(comm_cfg_t *cfg) {
     cfg->alpha_us = 4;
   if (cfg->beta_gbs <= 0)
     cfg->beta_gbs = 5;
+  cfg->net_alpha_us = (double)param_int(PARAM_NET_ALPHA_US);
+  cfg->net_beta_gbs = (double)param_int(PARAM_NET_BETA_GBS);
+  if (cfg->net_alpha_us <= 0)
+    cfg->net_alpha_us = 20;
+  if (cfg->net_beta_gbs <= 0)
+    cfg->net_beta_gbs = 1;
   cfg->tree_max = param_int(PARAM_TREE_MAX_BYTES);
   const char *a = param_str(PARAM_ALGO);
   cfg->algo = !strcasecmp(a, "auto")   ? COMM_ALGO_AUTO
@@ -41,7 +48,7 @@ sharc_status_t comm_cfg_load(comm_cfg_t *cfg) {
   if (cfg->algo == -3)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "SHARC_ALGO=%s unknown; use auto, ring, tree, "
-                   "rabenseifner or dbtree",
+                   "rabenseifner, dbtree or hier",
                    a);
   return SHARC_OK;
 }
@@ -70,12 +77,47 @@ static void comm_free(struct sharc_comm *c) {
   free(c->peers);
   free(c->local_ranks);
   free(c->host_of);
+  free(c->ring_order);
   free(c->tp);
   free(c->tmp);
   pthread_mutex_destroy(&c->err_lock);
   pthread_mutex_destroy(&c->order_lock);
   pthread_cond_destroy(&c->order_cond);
   free(c);
+}
+
+/* Ranks per host and the topology ring order (topo/place.h); the order is
+ * kept only when it differs from the rank order. */
+static sharc_status_t comm_place(struct sharc_comm *c) {
+  int n = c->nranks;
+  topo_loc_t *loc = calloc((size_t)n, sizeof *loc);
+  int *order = malloc((size_t)n * sizeof *order);
+  int *cnt = calloc((size_t)c->nhosts, sizeof *cnt);
+  if (!loc || !order || !cnt) {
+    free(loc);
+    free(order);
+    free(cnt);
+    return comm_error(c, SHARC_ERR_NO_MEM, "init: out of memory for %d ranks",
+                      n);
+  }
+  c->local_max = 0;
+  for (int r = 0; r < n; r++) {
+    loc[r] = (topo_loc_t){c->host_of[r], -1, -1, -1, -1};
+    if (++cnt[c->host_of[r]] > c->local_max)
+      c->local_max = cnt[c->host_of[r]];
+  }
+  place_ring_order(n, loc, order);
+  int identity = 1;
+  for (int i = 0; i < n && identity; i++)
+    identity = order[i] == i;
+  if (identity) {
+    free(order);
+    order = NULL;
+  }
+  c->ring_order = order;
+  free(loc);
+  free(cnt);
+  return SHARC_OK;
 }
 
 /* Everything after the rank table is known: hosts, transports, setup. */
@@ -101,6 +143,7 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
     c->host_of[r] = h;
   }
   free(hosts);
+  CHECK(comm_place(c));
   const char *tps = param_str(PARAM_TRANSPORT);
   int force_tcp = !strcasecmp(tps, "tcp");
   if (!force_tcp && strcasecmp(tps, "auto") && strcasecmp(tps, "shm"))
@@ -324,6 +367,56 @@ done:
     comm_free(c);
   free(all);
   free(members);
+  return st;
+}
+
+sharc_status_t sharc_comm_split_hsdp(sharc_comm_t comm, int group_size,
+                                     sharc_comm_t *shard,
+                                     sharc_comm_t *replicate) {
+  static const char fn[] = "sharc_comm_split_hsdp";
+  if (!comm)
+    return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  if (!shard || !replicate)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: output pointer for the %s group is NULL", fn,
+                      !shard ? "shard" : "replicate");
+  *shard = *replicate = NULL;
+  int n = comm->nranks;
+  int32_t *gs = malloc((size_t)n * sizeof *gs);
+  int *col = malloc((size_t)n * 4 * sizeof *col);
+  sharc_status_t st = SHARC_OK;
+  if (!gs || !col) {
+    st = comm_error(comm, SHARC_ERR_NO_MEM, "%s: out of memory", fn);
+    goto done;
+  }
+  /* Every rank must ask for the same layout; say who differs. */
+  int32_t mine = group_size;
+  CHECK_GOTO(sharc_all_gather(&mine, gs, 1, SHARC_I32, comm, NULL), st, done);
+  for (int r = 1; r < n; r++)
+    if (gs[r] != gs[0]) {
+      st = comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: ranks disagree on group_size (rank 0 passed %d, "
+                      "rank %d passed %d); pass the same value everywhere",
+                      fn, (int)gs[0], r, (int)gs[r]);
+      goto done;
+    }
+  char why[256];
+  int *sc = col, *sk = col + n, *rc = col + 2 * n, *rk = col + 3 * n;
+  if (place_hsdp(n, comm->host_of, group_size, sc, sk, rc, rk, why,
+                 sizeof why)) {
+    st = comm_error(comm, SHARC_ERR_INVALID_ARG, "%s: %s", fn, why);
+    goto done;
+  }
+  int me = comm->rank;
+  CHECK_GOTO(sharc_comm_split(comm, sc[me], sk[me], shard), st, done);
+  st = sharc_comm_split(comm, rc[me], rk[me], replicate);
+  if (st != SHARC_OK) {
+    sharc_comm_destroy(*shard);
+    *shard = NULL;
+  }
+done:
+  free(gs);
+  free(col);
   return st;
 }
 

@@ -38,12 +38,13 @@ typedef struct {
 
 typedef struct {
   uint64_t timeout_ns;
-  size_t slice; /* SHARC_SLICE_BYTES, multiple of 64 */
-  int64_t spin; /* SHARC_SPIN */
-  int algo;     /* a sched_algo_t, COMM_ALGO_AUTO (cost model) or
-                   COMM_ALGO_TREE_FAMILY */
-  double alpha_us, beta_gbs;
-  int64_t tree_max; /* SHARC_TREE_MAX_BYTES */
+  size_t slice;              /* SHARC_SLICE_BYTES, multiple of 64 */
+  int64_t spin;              /* SHARC_SPIN */
+  int algo;                  /* a sched_algo_t, COMM_ALGO_AUTO (cost model) or
+                                COMM_ALGO_TREE_FAMILY */
+  double alpha_us, beta_gbs; /* within a host */
+  double net_alpha_us, net_beta_gbs; /* between hosts */
+  int64_t tree_max;                  /* SHARC_TREE_MAX_BYTES */
 } comm_cfg_t;
 
 struct sharc_comm {
@@ -55,6 +56,9 @@ struct sharc_comm {
   peer_info_t *peers;     /* [nranks] */
   int *local_ranks;       /* [local_size] comm ranks on this host, ascending */
   int *host_of;           /* [nranks] host index (0..nhosts-1) */
+  int *ring_order;        /* [nranks] topology ring (hosts consecutive);
+                             NULL when it is the rank order */
+  int local_max;          /* most ranks on one host */
   const transport_t **tp; /* [nranks] transport used to reach each rank */
   int nchan;              /* channels per peer */
 

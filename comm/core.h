@@ -106,8 +106,9 @@ const char *err_last(void);
     "seconds a rank waits for a peer (rendezvous, connect, data) before "      \
     "failing with SHARC_ERR_TIMEOUT")                                          \
   X(ALGO, "SHARC_ALGO", "auto",                                                \
-    "collective algorithm: auto (cost model), ring, tree, rabenseifner or "    \
-    "dbtree (the last two: all-reduce only)")                                  \
+    "collective algorithm: auto (cost model), ring, tree, rabenseifner, "      \
+    "dbtree (these two: all-reduce only) or hier (two levels across hosts; "   \
+    "all-gather, reduce-scatter, all-reduce)")                                 \
   X(TRANSPORT, "SHARC_TRANSPORT", "auto",                                      \
     "auto (shm on one host, tcp between hosts) or tcp (tcp everywhere)")       \
   X(SHM_FIFO_BYTES, "SHARC_SHM_FIFO_BYTES", "1048576",                         \
@@ -129,6 +130,10 @@ const char *err_last(void);
   X(ALPHA_US, "SHARC_ALPHA_US", "4",                                           \
     "cost model: latency of one message step, microseconds")                   \
   X(BETA_GBS, "SHARC_BETA_GBS", "5", "cost model: per-link bandwidth, GB/s")   \
+  X(NET_ALPHA_US, "SHARC_NET_ALPHA_US", "20",                                  \
+    "cost model: latency of one message between hosts, microseconds")          \
+  X(NET_BETA_GBS, "SHARC_NET_BETA_GBS", "1",                                   \
+    "cost model: network bandwidth of one host, GB/s")                         \
   X(SOCKET_IFNAME, "SHARC_SOCKET_IFNAME", "",                                  \
     "network interface whose address ranks register (default: the route to "   \
     "the rendezvous)")                                                         \

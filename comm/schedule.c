@@ -155,10 +155,13 @@ static const gen_fn generators[SCHED_ALGO_COUNT][SCHED_COLL_COUNT] = {
     [SCHED_ALGO_RABENSEIFNER] = {[SCHED_ALL_REDUCE] =
                                      rabenseifner_all_reduce_schedule},
     [SCHED_ALGO_DBTREE] = {[SCHED_ALL_REDUCE] = dbtree_all_reduce_schedule},
+    [SCHED_ALGO_HIER] = {[SCHED_ALL_GATHER] = hier_all_gather_schedule,
+                         [SCHED_REDUCE_SCATTER] = hier_reduce_scatter_schedule,
+                         [SCHED_ALL_REDUCE] = hier_all_reduce_schedule},
 };
 
 static const char *const algo_names[SCHED_ALGO_COUNT] = {
-    "ring", "tree", "rabenseifner", "dbtree"};
+    "ring", "tree", "rabenseifner", "dbtree", "hier"};
 static const char *const coll_names[SCHED_COLL_COUNT] = {
     "all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier"};
 
@@ -173,6 +176,87 @@ const char *sched_coll_name(sched_coll_t coll) {
 int sched_algo_supports(sched_algo_t algo, sched_coll_t coll) {
   return (unsigned)algo < SCHED_ALGO_COUNT &&
          (unsigned)coll < SCHED_COLL_COUNT && generators[algo][coll] != NULL;
+}
+
+/* ---- ring order ----
+ * A topology order runs an algorithm on virtual ranks (ring positions): the
+ * schedule of position v = pos[rank] is built as usual and its peers mapped
+ * back to ranks. Reductions and broadcasts need nothing else; all-gather
+ * and reduce-scatter also map their per-rank blocks (RECV, resp. SEND,
+ * block v is rank order[v]'s), which works for algorithms whose transfers
+ * never straddle two blocks: the ring. */
+
+static int reorders(sched_algo_t algo, sched_coll_t coll) {
+  if (algo == SCHED_ALGO_HIER)
+    return 0; /* follows the hosts itself */
+  if (coll == SCHED_ALL_GATHER || coll == SCHED_REDUCE_SCATTER)
+    return algo == SCHED_ALGO_RING;
+  return 1;
+}
+
+static int is_identity(const int *order, int n) {
+  for (int i = 0; i < n; i++)
+    if (order[i] != i)
+      return 0;
+  return 1;
+}
+
+/* Maps off in a buffer of n blocks of `count` from virtual to real block;
+ * -1 if [off, off+len) straddles a block boundary. */
+static int map_block(size_t *off, size_t len, size_t count, const int *order) {
+  size_t b = *off / count, in = *off % count;
+  if (in + len > count)
+    return -1;
+  *off = (size_t)order[b] * count + in;
+  return 0;
+}
+
+static sharc_status_t build_in_order(sched_algo_t algo, const sched_args_t *a,
+                                     sched_t *s) {
+  int n = a->nranks;
+  int *pos = malloc((size_t)n * sizeof *pos);
+  if (!pos)
+    return err_set(SHARC_ERR_NO_MEM, "sched_build: out of memory");
+  for (int i = 0; i < n; i++)
+    pos[i] = -1;
+  for (int i = 0; i < n; i++) {
+    int r = a->order[i];
+    if (r < 0 || r >= n || pos[r] >= 0) {
+      free(pos);
+      return err_set(SHARC_ERR_INVALID_ARG,
+                     "sched_build: ring order is not a permutation of %d "
+                     "ranks (entry %d is %d)",
+                     n, i, r);
+    }
+    pos[r] = i;
+  }
+  sched_args_t v = *a;
+  v.rank = pos[a->rank];
+  v.root = a->coll == SCHED_BROADCAST ? pos[a->root] : a->root;
+  v.order = NULL;
+  sharc_status_t st = generators[algo][a->coll](&v, s);
+  free(pos);
+  CHECK(st);
+  sched_buf_t blocks = a->coll == SCHED_ALL_GATHER       ? SCHED_BUF_RECV
+                       : a->coll == SCHED_REDUCE_SCATTER ? SCHED_BUF_SEND
+                                                         : (sched_buf_t)-1;
+  for (size_t i = 0; i < s->nops; i++) {
+    sched_op_t *op = &s->ops[i];
+    if (op->peer >= 0)
+      op->peer = a->order[op->peer];
+    if ((int)blocks < 0)
+      continue;
+    int reads = op->kind != SCHED_RECV, writes = op->kind != SCHED_SEND;
+    if ((reads && op->src_buf == blocks &&
+         map_block(&op->src_off, op->count, a->count, a->order)) ||
+        (writes && op->dst_buf == blocks &&
+         map_block(&op->dst_off, op->count, a->count, a->order)))
+      return err_set(SHARC_ERR_INTERNAL,
+                     "sched_build: %s %s moves a range across two ranks' "
+                     "blocks; it cannot run in a topology order",
+                     sched_algo_name(algo), sched_coll_name(a->coll));
+  }
+  return SHARC_OK;
 }
 
 sharc_status_t sched_build(sched_algo_t algo, const sched_args_t *args,
@@ -202,7 +286,11 @@ sharc_status_t sched_build(sched_algo_t algo, const sched_args_t *args,
                    s->nops);
   s->nchan = 1;
   s->tmp_count = 0;
-  CHECK(generators[algo][args->coll](args, s));
+  if (args->order && reorders(algo, args->coll) &&
+      !is_identity(args->order, args->nranks))
+    CHECK(build_in_order(algo, args, s));
+  else
+    CHECK(generators[algo][args->coll](args, s));
   return sched_finish(s);
 }
 
@@ -236,6 +324,25 @@ static double pipelined(double bytes, int depth, double alpha, double bw,
     k = 1;
   double chunk = bytes / k;
   return (depth - 1 + k) * (alpha + per_step_factor * chunk / bw);
+}
+
+/* Hierarchical (hier.c) on nh hosts of L ranks: a within-host ring over
+ * carrier sets (about nh pieces each) and, between hosts, each host's link
+ * carrying its L ranks' traffic. B as in sched_cost_us. */
+static double hier_cost(sched_coll_t coll, int nh, int L, double B, double a,
+                        double bw, double na, double nbw) {
+  switch (coll) {
+  case SCHED_ALL_GATHER:
+    return (nh > 1 ? msg((nh - 1.0) * L * B, na, nbw) : 0) +
+           (L - 1) * msg(nh * B, a, bw);
+  case SCHED_REDUCE_SCATTER:
+    return (L - 1) * msg(nh * B, a, bw) + (nh - 1) * msg(L * B, na, nbw);
+  case SCHED_ALL_REDUCE:
+    return 2.0 *
+           ((L - 1) * msg(B / L, a, bw) + (nh - 1) * msg(B / nh, na, nbw));
+  default:
+    return INFINITY;
+  }
 }
 
 double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
@@ -289,6 +396,8 @@ double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
   case SCHED_ALGO_RABENSEIFNER:
     return 2.0 * lp * a + 2.0 * (p - 1) / p * B / farbw +
            (fold ? 2 * msg(B, a, farbw) : 0);
+  case SCHED_ALGO_HIER: /* one host: a ring over carrier sets */
+    return hier_cost(coll, 1, n, B, a, bw, a, bw);
   case SCHED_ALGO_DBTREE: {
     /* Each tree carries B/2 up then down, pipelined over ~2*depth hops.
      * Per step a rank internal in one tree receives 3 chunks there (two
@@ -305,13 +414,37 @@ double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
 
 sched_algo_t sched_pick(sched_coll_t coll, int nranks, size_t bytes,
                         double alpha_us, double beta_gbs) {
+  sched_links_t one = {1, nranks, alpha_us, beta_gbs, alpha_us, beta_gbs};
+  return sched_pick_links(coll, nranks, bytes, &one);
+}
+
+double sched_cost_links_us(sched_algo_t algo, sched_coll_t coll, int nranks,
+                           size_t bytes, const sched_links_t *l) {
+  if (l->nhosts <= 1)
+    return sched_cost_us(algo, coll, nranks, bytes, l->alpha_us, l->beta_gbs);
+  if (algo != SCHED_ALGO_HIER)
+    /* A flat algorithm moves at the pace of its inter-host edges. */
+    return sched_cost_us(algo, coll, nranks, bytes, l->net_alpha_us,
+                         l->net_beta_gbs);
+  if (!sched_algo_supports(algo, coll))
+    return INFINITY;
+  if (bytes == 0)
+    return 0;
+  double nbw = (l->net_beta_gbs > 0 ? l->net_beta_gbs : 1e-9) * 1e3;
+  double bw = (l->beta_gbs > 0 ? l->beta_gbs : 1e-9) * 1e3;
+  return hier_cost(coll, l->nhosts, SHARC_MAX(l->local_max, 1), (double)bytes,
+                   l->alpha_us, bw, l->net_alpha_us, nbw);
+}
+
+sched_algo_t sched_pick_links(sched_coll_t coll, int nranks, size_t bytes,
+                              const sched_links_t *links) {
   sched_algo_t best = SCHED_ALGO_RING;
   double best_cost = INFINITY;
   for (int al = 0; al < SCHED_ALGO_COUNT; al++) {
     if (!sched_algo_supports((sched_algo_t)al, coll))
       continue;
-    double c = sched_cost_us((sched_algo_t)al, coll, nranks, bytes, alpha_us,
-                             beta_gbs);
+    double c =
+        sched_cost_links_us((sched_algo_t)al, coll, nranks, bytes, links);
     if (c < best_cost) {
       best_cost = c;
       best = (sched_algo_t)al;

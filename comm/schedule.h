@@ -72,6 +72,9 @@ typedef enum {
                       barrier */
   SCHED_ALGO_RABENSEIFNER, /* all-reduce: recursive halving RS + doubling AG */
   SCHED_ALGO_DBTREE,       /* all-reduce: double binary tree, pipelined */
+  SCHED_ALGO_HIER, /* two levels across hosts (all-gather, reduce-scatter,
+                      all-reduce): within each host, one exchange per host
+                      pair, within each host again */
   SCHED_ALGO_COUNT
 } sched_algo_t;
 
@@ -85,6 +88,15 @@ typedef struct {
   int inplace;  /* see sharc.h for where the in-place sendbuf lies */
   int nchan;    /* channels the algorithm may use (>= 1) */
   size_t chunk; /* pipelining unit in elements for tree algorithms (>= 1) */
+  /* Host of each rank [nranks], hosts numbered 0.. in order of first
+   * appearance; NULL: all on one host. Used by SCHED_ALGO_HIER. */
+  const int *host_of;
+  /* Topology ring order [nranks] (order[i] = rank at ring position i, a
+   * permutation); NULL: rank order. Ring algorithms (and every all-reduce,
+   * broadcast and barrier algorithm) run their neighbours in this order, so
+   * a ring crosses each host boundary once even when ranks are interleaved
+   * across hosts. */
+  const int *order;
 } sched_args_t;
 
 /* ---- building (used by the algorithm files) ---- */
@@ -116,12 +128,24 @@ int sched_algo_supports(sched_algo_t algo, sched_coll_t coll);
 /* Cost model (alpha-beta): predicted microseconds for coll of `bytes`
  * (count * element size, with all-gather/reduce-scatter counted per rank as
  * in args->count) on nranks with algo. alpha_us per message, beta_gbs link
- * bandwidth. */
+ * bandwidth. All ranks on one host. */
 double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
                      size_t bytes, double alpha_us, double beta_gbs);
 /* The algorithm with the lowest predicted cost among those supporting coll. */
 sched_algo_t sched_pick(sched_coll_t coll, int nranks, size_t bytes,
                         double alpha_us, double beta_gbs);
+
+/* Links of a communicator spanning hosts: within a host alpha_us/beta_gbs,
+ * between hosts net_alpha_us/net_beta_gbs (one network link per host). */
+typedef struct {
+  int nhosts;    /* 1: one host, the plain model */
+  int local_max; /* most ranks on one host */
+  double alpha_us, beta_gbs, net_alpha_us, net_beta_gbs;
+} sched_links_t;
+double sched_cost_links_us(sched_algo_t algo, sched_coll_t coll, int nranks,
+                           size_t bytes, const sched_links_t *links);
+sched_algo_t sched_pick_links(sched_coll_t coll, int nranks, size_t bytes,
+                              const sched_links_t *links);
 
 /* ---- simulator ---- */
 /* Runs coll on nranks with algo entirely in memory, with data of dtype/op

@@ -137,6 +137,19 @@ SHARC_API sharc_status_t sharc_comm_init_rank(sharc_comm_t *comm, int nranks,
 SHARC_API sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
                                           sharc_comm_t *newcomm);
 
+/* Hybrid sharding (HSDP) groups: splits comm into shard groups and
+ * replicate groups. group_size > 0: shard groups are consecutive blocks of
+ * group_size ranks (it must divide the communicator's size); group_size 0:
+ * one shard group per host (every host must hold the same number of
+ * ranks). *shard holds this rank's shard group (rank = position in the
+ * group); *replicate holds the ranks at the same position of every shard
+ * group (rank = group index). Collective over comm; every rank must pass
+ * the same group_size. SHARC_ERR_INVALID_ARG says what does not fit. */
+SHARC_API sharc_status_t sharc_comm_split_hsdp(sharc_comm_t comm,
+                                               int group_size,
+                                               sharc_comm_t *shard,
+                                               sharc_comm_t *replicate);
+
 /* Waits for outstanding work on comm, then frees it. Not collective, but
  * destroying a communicator that peers still use makes them fail with
  * SHARC_ERR_PEER_LOST. NULL is accepted. */

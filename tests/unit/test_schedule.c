@@ -16,6 +16,7 @@
 
 #include "algo/algo.h"
 #include "core.h"
+#include "place.h"
 #include "schedule.h"
 
 static int npass, nfail;
@@ -124,6 +125,170 @@ static void sweep_large(int quick) {
         sim((sched_algo_t)al, SCHED_BARRIER, n, 0, 0, nc, 1, 0, SHARC_U8,
             SHARC_SUM);
   }
+}
+
+/* ---- several hosts ----
+ * Rank maps as strings, one letter per rank naming its host ("abaa"): the
+ * hierarchical algorithm over those hosts, and every other algorithm run in
+ * the topology ring order (hosts consecutive) instead of rank order. */
+
+static int map_hosts(const char *map, int *host) {
+  int n = (int)strlen(map), nh = 0;
+  char seen[64];
+  for (int r = 0; r < n; r++) {
+    int h = 0;
+    while (h < nh && seen[h] != map[r])
+      h++;
+    if (h == nh)
+      seen[nh++] = map[r];
+    host[r] = h;
+  }
+  return n;
+}
+
+static void sim_map(sched_algo_t algo, sched_coll_t coll, const char *map,
+                    size_t count, int inplace, int nchan, int root,
+                    sharc_dtype_t dt, sharc_op_t op) {
+  int host[64], order[64];
+  topo_loc_t loc[64] = {{0}};
+  int n = map_hosts(map, host);
+  for (int r = 0; r < n; r++)
+    loc[r] = (topo_loc_t){host[r], -1, -1, -1, -1};
+  place_ring_order(n, loc, order);
+  sched_args_t a = {.coll = coll,
+                    .rank = 0,
+                    .nranks = n,
+                    .count = count,
+                    .root = root % n,
+                    .inplace = inplace,
+                    .nchan = nchan,
+                    .chunk = 5,
+                    .host_of = host,
+                    .order = order};
+  sharc_status_t st = sched_simulate(algo, &a, dt, op);
+  EXPECT(st == SHARC_OK, "%s %s on hosts %s, count %zu, inplace %d: %s: %s",
+         sched_algo_name(algo), sched_coll_name(coll), map, count, inplace,
+         sharc_status_name(st), err_last());
+}
+
+static void sweep_hosts(int quick) {
+  static const char *const maps[] = {"ab",
+                                     "aabb",
+                                     "abab",
+                                     "abaa",
+                                     "aaab",
+                                     "aaabbb",
+                                     "abcabc",
+                                     "aabbcc",
+                                     "abcd",
+                                     "aabbccdd",
+                                     "abcdabcd",
+                                     "aaaabbbbc",
+                                     "abbbbbbbbbbc",
+                                     "a",
+                                     "aaaa",
+                                     "aabbbcccc",
+                                     "abcdefghabcdefgh"};
+  static const size_t counts[] = {0, 1, 2, 7, 33, 100};
+  size_t nmaps = sizeof maps / sizeof *maps;
+  for (size_t mi = 0; mi < nmaps; mi++)
+    for (int al = 0; al < SCHED_ALGO_COUNT; al++)
+      for (int co = 0; co < SCHED_COLL_COUNT; co++) {
+        if (!sched_algo_supports((sched_algo_t)al, (sched_coll_t)co))
+          continue;
+        for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++)
+          for (int ip = 0; ip < 2; ip++)
+            for (int nc = 1; nc <= 2; nc++) {
+              if (quick && (nc == 2 || ci % 2))
+                continue;
+              sim_map((sched_algo_t)al, (sched_coll_t)co, maps[mi], counts[ci],
+                      ip, nc, (int)(ci + mi), SHARC_I32, SHARC_SUM);
+            }
+      }
+  /* Every dtype and op through the hierarchical reductions, uneven hosts. */
+  for (int dt = 0; dt < SHARC_DTYPE_COUNT; dt++)
+    for (int op = 0; op < SHARC_OP_COUNT; op++)
+      for (int co = SCHED_REDUCE_SCATTER; co <= SCHED_ALL_REDUCE; co++)
+        sim_map(SCHED_ALGO_HIER, (sched_coll_t)co, "abaab", 7, op % 2, 2, 0,
+                (sharc_dtype_t)dt, (sharc_op_t)op);
+}
+
+/* The hierarchical algorithm crosses hosts once per host pair: count the
+ * elements rank 0's host sends to other hosts in a 2 x 2 all-reduce (half
+ * the vector per host for two hosts) against the flat ring in topology
+ * order (the ring's inter-host edge carries 2(n-1)/n of it). */
+static size_t host_out_elems(sched_algo_t algo, const char *map, size_t count) {
+  int host[64], order[64];
+  topo_loc_t loc[64] = {{0}};
+  int n = map_hosts(map, host);
+  for (int r = 0; r < n; r++)
+    loc[r] = (topo_loc_t){host[r], -1, -1, -1, -1};
+  place_ring_order(n, loc, order);
+  size_t out = 0;
+  for (int r = 0; r < n; r++) {
+    if (host[r] != 0)
+      continue;
+    sched_args_t a = {.coll = SCHED_ALL_REDUCE,
+                      .rank = r,
+                      .nranks = n,
+                      .count = count,
+                      .nchan = 1,
+                      .chunk = count,
+                      .host_of = host,
+                      .order = order};
+    sched_t s;
+    sched_init(&s);
+    if (sched_build(algo, &a, &s) == SHARC_OK)
+      for (size_t i = 0; i < s.nops; i++)
+        if (s.ops[i].kind == SCHED_SEND && host[s.ops[i].peer] != 0)
+          out += s.ops[i].count;
+    sched_free(&s);
+  }
+  return out;
+}
+
+static void test_host_traffic(void) {
+  size_t hier = host_out_elems(SCHED_ALGO_HIER, "aabb", 1000);
+  size_t ring = host_out_elems(SCHED_ALGO_RING, "abab", 1000);
+  EXPECT(hier == 1000, "hier 2x2 all-reduce: host 0 sends %zu of 1000", hier);
+  EXPECT(ring == 1500, "ring 2x2 all-reduce: host 0 sends %zu of 1000", ring);
+  size_t hier3 = host_out_elems(SCHED_ALGO_HIER, "abaa", 999);
+  /* 3 + 1: host 0 sends the partial sum of rank 1's piece and its own three
+   * pieces: every element once. */
+  EXPECT(hier3 == 999, "hier 3+1: host 0 sends %zu of 999", hier3);
+  /* Cost model: across slow links hier wins at large sizes. */
+  sched_links_t l = {2, 2, 4, 5, 50, 1.25};
+  EXPECT(sched_pick_links(SCHED_ALL_REDUCE, 4, 64 << 20, &l) == SCHED_ALGO_HIER,
+         "2 x 2 hosts, 64 MiB all-reduce: picked %s",
+         sched_algo_name(sched_pick_links(SCHED_ALL_REDUCE, 4, 64 << 20, &l)));
+  EXPECT(sched_pick_links(SCHED_ALL_GATHER, 4, 16 << 20, &l) == SCHED_ALGO_HIER,
+         "2 x 2 hosts, 16 MiB all-gather: not hier");
+  sched_links_t one = {1, 4, 4, 5, 4, 5};
+  EXPECT(sched_pick_links(SCHED_ALL_REDUCE, 4, 64 << 20, &one) ==
+             SCHED_ALGO_RING,
+         "one host: ring");
+  /* A straddling algorithm is not run in a reordered layout. */
+  int host[4] = {0, 1, 0, 1}, order[4] = {0, 2, 1, 3};
+  sched_args_t a = {.coll = SCHED_ALL_GATHER,
+                    .rank = 1,
+                    .nranks = 4,
+                    .count = 8,
+                    .nchan = 1,
+                    .chunk = 8,
+                    .host_of = host,
+                    .order = order};
+  sched_t s;
+  sched_init(&s);
+  EXPECT(sched_build(SCHED_ALGO_RING, &a, &s) == SHARC_OK && s.nops > 0 &&
+             s.ops[s.nops - 1].peer == 2,
+         "ring all-gather in order 0 2 1 3: rank 1 receives from 2");
+  sched_free(&s);
+  int bad[4] = {0, 2, 2, 3};
+  a.order = bad;
+  sched_init(&s);
+  EXPECT(sched_build(SCHED_ALGO_RING, &a, &s) == SHARC_ERR_INVALID_ARG,
+         "a ring order that is not a permutation is refused");
+  sched_free(&s);
 }
 
 /* ---- structure ---- */
@@ -399,6 +564,8 @@ int main(void) {
   sweep_main(quick);
   sweep_types(quick);
   sweep_large(quick);
+  sweep_hosts(quick);
+  test_host_traffic();
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs = (double)(t1.tv_sec - t0.tv_sec) +
                 (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;

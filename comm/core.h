@@ -142,6 +142,8 @@ const char *err_last(void);
     "mod 1000 under Slurm)")                                                   \
   X(HOSTID, "SHARC_HOSTID", "",                                                \
     "override the host identity (ranks with equal ids use shared memory)")     \
+  X(TOPO_FILE, "SHARC_TOPO_FILE", "",                                          \
+    "hwloc XML export to use instead of discovering this machine")             \
   X(DEBUG, "SHARC_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE")      \
   X(DEBUG_SUBSYS, "SHARC_DEBUG_SUBSYS", "ALL",                                 \
     "comma-separated subsystems to log: INIT,COMM,NET,SHM,CUDA,TOPO,SHARD "    \

@@ -233,7 +233,10 @@ SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
  * SHARC_ERR_PEER_LOST when a peer died (naming it), SHARC_ERR_TIMEOUT when
  * a peer made no progress for SHARC_TIMEOUT seconds, SHARC_ERR_ABORTED after
  * sharc_comm_abort. After a transport error the communicator is unusable.
- * The algorithm is picked by a cost model; SHARC_ALGO=ring|tree forces one.
+ * The algorithm is picked by a cost model; SHARC_ALGO=ring|tree|hier forces
+ * one (hier: two levels across hosts, for all-gather, reduce-scatter and
+ * all-reduce). Across hosts, rings run in a topology order that visits each
+ * host's ranks consecutively.
  */
 SHARC_API sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
                                           size_t sendcount, sharc_dtype_t dtype,

@@ -436,6 +436,13 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
            sharc_version(), o->backend, o->compare ? " vs " : "",
            o->compare ? o->compare : "", b->nranks, b->nhosts, regs[o->reg],
            o->reg, o->blocking ? "blocking (-z 1)" : "stream (-z 0)");
+    /* SHARC_CHECK adds a signature exchange to every sharc collective:
+     * say so, so that its times are not taken for the plain ones. */
+    const char *chk = getenv("SHARC_CHECK");
+    if (chk && atoi(chk) != 0)
+      printf("# SHARC_CHECK=%s: every sharc collective first compares its "
+             "signature across ranks (one small all-gather)\n",
+             chk);
     if (lim)
       printf("# Limits: memcpy %.2f GB/s (one core), %.2f GB/s (%d ranks at "
              "once, per host); loopback TCP %.2f GB/s (one stream)\n",
@@ -522,9 +529,10 @@ int main(int argc, char **argv) {
     fprintf(json,
             "{\"nranks\": %d, \"nhosts\": %d, \"host\": \"%s\", \"backend\": "
             "\"%s\", \"compare\": \"%s\", \"registration\": %d, \"blocking\": "
-            "%d, \"iters\": %d, \"warmup\": %d",
+            "%d, \"iters\": %d, \"warmup\": %d, \"sharc_check\": %d",
             b->nranks, b->nhosts, host, o.backend, o.compare ? o.compare : "",
-            o.reg, o.blocking, o.iters, o.warmup);
+            o.reg, o.blocking, o.iters, o.warmup,
+            getenv("SHARC_CHECK") ? atoi(getenv("SHARC_CHECK")) != 0 : 0);
     if (limp)
       fprintf(json,
               ", \"limits\": {\"memcpy_1core\": %.3f, \"memcpy_all\": %.3f, "

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "exec.h"
 #include "reduce.h"
 
@@ -118,6 +119,15 @@ static sharc_status_t run_call(coll_call_t *call) {
       rec_start(comm, (int)call->coll, (int)call->dtype, (int)call->op,
                 (int)algo, call->root, call->count);
   atomic_store(&comm->rec_cur, rec);
+  if (comm->cfg.check) { /* SHARC_CHECK=1: all ranks agree before data moves */
+    sharc_status_t cst = check_call(call, coll_fn[call->coll]);
+    if (cst != SHARC_OK) {
+      atomic_store(&comm->rec_cur, NULL);
+      rec_end(rec, cst);
+      check_fail(comm, cst); /* after rec_end: the recorder shows it failed */
+      return cst;
+    }
+  }
   sched_args_t args = {
       .coll = call->coll,
       .rank = comm->rank,
@@ -163,7 +173,9 @@ sharc_status_t coll_execute(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
   wait_turn(comm, call->ticket);
   sharc_status_t st;
-  if (atomic_load(&comm->fail.failed)) {
+  /* broken: set by comm_fail (before fail.failed) and by a SHARC_CHECK
+   * mismatch (check_fail) */
+  if (atomic_load(&comm->broken)) {
     pthread_mutex_lock(&comm->err_lock);
     char msg[sizeof comm->broken_msg];
     snprintf(msg, sizeof msg, "%s", comm->broken_msg);

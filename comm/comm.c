@@ -38,6 +38,7 @@ sharc_status_t comm_cfg_load(comm_cfg_t *cfg) {
   if (cfg->net_beta_gbs <= 0)
     cfg->net_beta_gbs = 1;
   cfg->tree_max = param_int(PARAM_TREE_MAX_BYTES);
+  cfg->check = param_int(PARAM_CHECK) != 0;
   const char *a = param_str(PARAM_ALGO);
   cfg->algo = !strcasecmp(a, "auto")   ? COMM_ALGO_AUTO
               : !strcasecmp(a, "tree") ? COMM_ALGO_TREE_FAMILY

@@ -45,6 +45,7 @@ typedef struct {
   double alpha_us, beta_gbs; /* within a host */
   double net_alpha_us, net_beta_gbs; /* between hosts */
   int64_t tree_max;                  /* SHARC_TREE_MAX_BYTES */
+  int check; /* SHARC_CHECK: compare call signatures first (check.h) */
 } comm_cfg_t;
 
 struct sharc_comm {

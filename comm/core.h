@@ -144,6 +144,10 @@ const char *err_last(void);
     "override the host identity (ranks with equal ids use shared memory)")     \
   X(TOPO_FILE, "SHARC_TOPO_FILE", "",                                          \
     "hwloc XML export to use instead of discovering this machine")             \
+  X(CHECK, "SHARC_CHECK", "0",                                                 \
+    "1: before each collective the ranks compare its signature (call, "        \
+    "count, type, root, reduction) and fail with SHARC_ERR_MISMATCH, naming "  \
+    "the ranks, instead of hanging or corrupting; costs one small exchange")   \
   X(DEBUG, "SHARC_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE")      \
   X(DEBUG_SUBSYS, "SHARC_DEBUG_SUBSYS", "ALL",                                 \
     "comma-separated subsystems to log: INIT,COMM,NET,SHM,CUDA,TOPO,SHARD "    \

@@ -1,0 +1,230 @@
+/*
+ * check.c - SHARC_CHECK=1 (see check.h): every collective first all-gathers
+ * one 64-byte signature per rank and compares them.
+ *
+ * The exchange is an ordinary schedule (recursive-doubling all-gather of 8
+ * uint64 per rank, log2(nranks) steps) run by the executor on the same
+ * FIFOs, so it waits, times out and detects lost peers exactly as the
+ * collective would. Every rank runs the same exchange whatever it called,
+ * so the exchange itself cannot mismatch and leaves no bytes behind in the
+ * FIFOs; every rank then holds the same records and reaches the same
+ * verdict, with the same message.
+ *
+ * Fields a collective does not use are stored as SIG_NONE, so the compare
+ * is in the collective's own terms: count per rank for all-gather and
+ * reduce-scatter (NCCL's meaning), root only for broadcast, the reduction
+ * only for all-reduce and reduce-scatter, nothing but the call for barrier.
+ */
+#include "check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+
+#define SIG_MAGIC 0x31304b4352414853ull /* "SHARCK01" */
+#define SIG_NONE UINT64_MAX
+#define SIG_STACK 64     /* ranks whose records fit on the stack */
+#define SIG_RANKS_MAX 96 /* characters of one rank list */
+/* Past this many characters a message names no more groups (the recorded
+ * message keeps 511). */
+#define SIG_MSG_SOFT 280
+
+typedef struct {
+  uint64_t magic; /* SIG_MAGIC: the peer ran the exchange too */
+  uint64_t seq;   /* collectives before this one on the comm */
+  uint64_t coll;  /* sched_coll_t */
+  uint64_t count; /* elements, NCCL's meaning; SIG_NONE for barrier */
+  uint64_t dtype; /* SIG_NONE for barrier */
+  uint64_t op;    /* reductions only */
+  uint64_t root;  /* broadcast only */
+  uint64_t pad;   /* 0 */
+} signature_t;
+
+#define SIG_WORDS (sizeof(signature_t) / sizeof(uint64_t))
+_Static_assert(sizeof(signature_t) == 64, "a signature is 8 uint64 (one line)");
+
+static void sig_make(const coll_call_t *c, uint64_t seq, signature_t *g) {
+  int reduces = c->coll == SCHED_ALL_REDUCE || c->coll == SCHED_REDUCE_SCATTER;
+  int barrier = c->coll == SCHED_BARRIER;
+  *g = (signature_t){
+      .magic = SIG_MAGIC,
+      .seq = seq,
+      .coll = (uint64_t)c->coll,
+      .count = barrier ? SIG_NONE : (uint64_t)c->count,
+      .dtype = barrier ? SIG_NONE : (uint64_t)c->dtype,
+      .op = reduces ? (uint64_t)c->op : SIG_NONE,
+      .root = c->coll == SCHED_BROADCAST ? (uint64_t)c->root : SIG_NONE,
+  };
+}
+
+/* "all_reduce(count 1024, float, sum)"; with_seq adds "#12 " in front. */
+static void sig_describe(const signature_t *g, int with_seq, char *out,
+                         size_t len) {
+  if (g->magic != SIG_MAGIC) {
+    snprintf(out, len,
+             "something else (no signature: is SHARC_CHECK=1 set "
+             "on every rank?)");
+    return;
+  }
+  char seq[32] = "";
+  if (with_seq)
+    snprintf(seq, sizeof seq, "#%llu ", (unsigned long long)g->seq);
+  const char *name = sched_coll_name((sched_coll_t)g->coll);
+  const char *type = sharc_dtype_name((sharc_dtype_t)g->dtype);
+  unsigned long long n = (unsigned long long)g->count;
+  switch (g->coll) {
+  case SCHED_BARRIER:
+    snprintf(out, len, "%s%s()", seq, name);
+    break;
+  case SCHED_ALL_REDUCE:
+  case SCHED_REDUCE_SCATTER:
+    snprintf(out, len, "%s%s(count %llu, %s, %s)", seq, name, n, type,
+             sharc_op_name((sharc_op_t)g->op));
+    break;
+  case SCHED_BROADCAST:
+    snprintf(out, len, "%s%s(count %llu, %s, root %lld)", seq, name, n, type,
+             (long long)g->root);
+    break;
+  default:
+    snprintf(out, len, "%s%s(count %llu, %s)", seq, name, n, type);
+  }
+}
+
+/* The ranks r with group[r] == g, as "rank 3" or "ranks 0-2,5" (cut short
+ * with ",..." past SIG_RANKS_MAX characters). */
+static void rank_list(const int *group, int n, int g, char *out, size_t len) {
+  int members = 0;
+  for (int r = 0; r < n; r++)
+    members += group[r] == g;
+  size_t o = (size_t)snprintf(out, len, "%s", members > 1 ? "ranks " : "rank ");
+  const char *sep = "";
+  for (int r = 0; r < n; r++) {
+    if (group[r] != g)
+      continue;
+    int e = r;
+    while (e + 1 < n && group[e + 1] == g)
+      e++;
+    if (o + 32 > SHARC_MIN(len, (size_t)SIG_RANKS_MAX)) {
+      snprintf(out + o, len - o, ",...");
+      return;
+    }
+    o += (size_t)(e == r ? snprintf(out + o, len - o, "%s%d", sep, r)
+                         : snprintf(out + o, len - o, "%s%d-%d", sep, r, e));
+    sep = ",";
+    r = e;
+  }
+}
+
+/* Groups the ranks by signature (in order of first appearance, so rank 0's
+ * group comes first) and records the message; SHARC_ERR_MISMATCH. */
+static sharc_status_t report(struct sharc_comm *comm, const char *fn,
+                             const signature_t *all) {
+  int n = comm->nranks;
+  int *group = malloc((size_t)n * sizeof *group);
+  int *first = malloc((size_t)n * sizeof *first); /* a rank of each group */
+  if (!group || !first) {
+    free(group);
+    free(first);
+    return comm_record(comm, SHARC_ERR_MISMATCH,
+                       "%s #%llu: collective mismatch between ranks "
+                       "(SHARC_CHECK; out of memory for the details)",
+                       fn, (unsigned long long)comm->seq);
+  }
+  int ngroups = 0, seq_differs = 0;
+  for (int r = 0; r < n; r++) {
+    int g = 0;
+    while (g < ngroups && memcmp(&all[first[g]], &all[r], sizeof *all))
+      g++;
+    if (g == ngroups)
+      first[ngroups++] = r;
+    group[r] = g;
+    seq_differs |= all[r].magic == SIG_MAGIC && all[r].seq != comm->seq;
+  }
+  static const char *const joint[3] = {"", " but", ","};
+  char msg[1024], ranks[SIG_RANKS_MAX + 8], sig[160];
+  size_t o =
+      (size_t)snprintf(msg, sizeof msg, "%s #%llu: collective mismatch:", fn,
+                       (unsigned long long)comm->seq);
+  int g = 0;
+  for (; g < ngroups && (g < 2 || o < SIG_MSG_SOFT); g++) {
+    rank_list(group, n, g, ranks, sizeof ranks);
+    sig_describe(&all[first[g]], seq_differs, sig, sizeof sig);
+    o += (size_t)snprintf(msg + o, sizeof msg - o, "%s %s called %s",
+                          joint[g < 2 ? g : 2], ranks, sig);
+  }
+  if (g < ngroups)
+    snprintf(msg + o, sizeof msg - o, " (and %d more signatures)", ngroups - g);
+  free(group);
+  free(first);
+  return comm_record(comm, SHARC_ERR_MISMATCH, "%s", msg);
+}
+
+sharc_status_t check_call(const coll_call_t *call, const char *fn) {
+  struct sharc_comm *comm = call->comm;
+  int n = comm->nranks;
+  if (n == 1)
+    return SHARC_OK;
+  signature_t stack[SIG_STACK];
+  signature_t *all = n <= SIG_STACK ? stack : malloc((size_t)n * sizeof *all);
+  if (!all)
+    return comm_error(comm, SHARC_ERR_NO_MEM,
+                      "%s: SHARC_CHECK: out of memory for %d signatures", fn,
+                      n);
+  sig_make(call, comm->seq, &all[comm->rank]);
+  /* In place: our record already sits in its slot of the result. */
+  sched_args_t args = {
+      .coll = SCHED_ALL_GATHER,
+      .rank = comm->rank,
+      .nranks = n,
+      .count = SIG_WORDS,
+      .inplace = 1,
+      .nchan = 1,
+      .chunk = SIG_WORDS,
+  };
+  sched_t s;
+  sched_init(&s);
+  sharc_status_t st = sched_build(SCHED_ALGO_TREE, &args, &s);
+  if (st == SHARC_OK && s.tmp_count) /* no scratch buffer is passed below */
+    st = err_record(SHARC_ERR_INTERNAL, "the schedule wants scratch space");
+  if (st != SHARC_OK) {
+    st = comm_error(comm, st,
+                    "%s: SHARC_CHECK: building the signature "
+                    "exchange failed: %s",
+                    fn, err_last());
+  } else {
+    void *const bufs[3] = {&all[comm->rank], all, NULL};
+    st = exec_run(comm, &s, bufs, SHARC_U64, SHARC_SUM);
+  }
+  sched_free(&s);
+  for (int r = 1; r < n && st == SHARC_OK; r++)
+    if (memcmp(&all[r], &all[0], sizeof *all))
+      st = report(comm, fn, all);
+  if (all != stack)
+    free(all);
+  return st;
+}
+
+/* Marks the comm unusable, as comm_fail does, with two differences. The
+ * peers are not told: each holds the same records and fails by itself with
+ * the same message, whereas a notice could overtake a peer's last record
+ * (tcp control and data sockets are not ordered) and replace its precise
+ * message by a second-hand one. And only `broken` is set, not the job
+ * failure word: our last records may still sit in a tcp send ring, and
+ * teardown flushes those only while the comm has not failed; no executor
+ * is waiting that the failure word would need to stop. */
+void check_fail(struct sharc_comm *comm, sharc_status_t st) {
+  if (st != SHARC_ERR_MISMATCH)
+    return; /* the exchange failed: the executor already failed the comm */
+  int expect = 0; /* a later failure notice must not replace the message */
+  if (!atomic_compare_exchange_strong(&comm->fail_claim, &expect, 1))
+    return;
+  pthread_mutex_lock(&comm->err_lock);
+  snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", comm->last_error);
+  comm->broken_st = st;
+  pthread_mutex_unlock(&comm->err_lock);
+  atomic_store(&comm->broken, 1); /* coll_execute fails later calls fast */
+  WARN(SUB_COMM, "%s (%s)", comm->broken_msg, sharc_status_name(st));
+  rec_dump(comm, "after this failure");
+}

@@ -7,11 +7,14 @@
  * Standalone: libc only (sharc.h is included for the version macros). One
  * thread, one poll loop: signal handlers only write the signal number into
  * a self-pipe, so reaping, forwarding and output all happen in the loop.
+ * Once every rank has exited it removes the shared-memory segments that
+ * ranks of this job which died during setup left in /dev/shm.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pipe2, execvpe, asprintf, sigabbrev_np */
 #endif
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -25,6 +28,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -627,6 +631,55 @@ static void close_all_streams(void) {
       stream_close(r, &ranks[r].io[k]);
 }
 
+/* ---- shared memory left behind -------------------------------------- */
+
+/* The ranks name their segments /dev/shm/sharc-<tag>-<uid>-<rank>, where
+ * tag is the low 32 bits of the 64-bit FNV-1a hash of the 16 token bytes
+ * (comm/transport/shm.c, seg_path: keep the two in step). A rank removes
+ * its own name at the end of setup and survivors remove a dead peer's, so
+ * what is left once every rank has exited belongs to ranks that died in
+ * setup with no survivor left to remove it (killed together, say). A
+ * segment goes only when it is ours and no process holds its liveness lock
+ * (a rank's descendant may still run). Returns how many were removed. */
+static int sweep_segments(const char *token_hex) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int k = 0; k < 16; k++) {
+    unsigned b;
+    if (sscanf(token_hex + 2 * k, "%2x", &b) != 1)
+      return 0;
+    h = (h ^ b) * 0x100000001b3ull;
+  }
+  char prefix[32];
+  int plen = snprintf(prefix, sizeof prefix, "sharc-%08x-", (unsigned)h);
+  DIR *d = opendir("/dev/shm");
+  if (!d)
+    return 0;
+  int removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+      continue;
+    int fd = openat(dirfd(d), e->d_name,
+                    O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+      continue;
+    struct stat st;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK &&
+        unlinkat(dirfd(d), e->d_name, 0) == 0)
+      removed++;
+    close(fd);
+  }
+  closedir(d);
+  if (removed)
+    fprintf(stderr,
+            "sharcrun: removed %d shared-memory segment%s (/dev/shm/%s*) "
+            "left by ranks that died\n",
+            removed, removed == 1 ? "" : "s", prefix);
+  return removed;
+}
+
 int main(int argc, char **argv) {
   parse_args(argc, argv);
   ranks = calloc((size_t)opt.n, sizeof *ranks);
@@ -749,6 +802,7 @@ int main(int argc, char **argv) {
   }
 
   close_all_streams();
+  sweep_segments(token);
   for (int k = 0; k < 6; k++)
     free(env[k]);
   free(env);

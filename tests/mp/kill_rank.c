@@ -1,103 +1,252 @@
 /*
- * kill_rank.c - a rank dies mid-collective; every survivor must fail with
- * SHARC_ERR_PEER_LOST and a message naming the dead rank.
+ * kill_rank.c - a rank dies mid-collective (or mid-setup); every survivor
+ * must fail with SHARC_ERR_PEER_LOST and a message naming the dead rank.
  *
- *   sharcrun -n N kill_rank K [SECONDS [LINGER]]
+ *   sharcrun -n N kill_rank [--coll C] [--at WHEN] K [SECONDS [LINGER]]
  *
- * All ranks loop 1 MiB f32 all-reduces (out of place, checking the sum).
- * After SECONDS (default 0.5) rank K raises SIGKILL on itself. A survivor
- * lingers LINGER seconds (default 1) after its failure before it exits, so
- * every survivor learns of rank K's death before it learns of another
- * survivor's exit (which would be a second, legitimate peer loss). A survivor
- * prints "kill_rank: survivor R status S after I all-reduces: MESSAGE" and
- * exits 3 when S is SHARC_ERR_PEER_LOST and MESSAGE names "rank K"; 4 for
- * any other status or message; 5 for a wrong sum; 2 for bad usage or a
- * failed init. Driven by kill_test.sh.
+ * All ranks loop 1 MiB f32 collectives C (all_reduce, the default,
+ * all_gather or reduce_scatter; out of place, checking the result). Rank K
+ * (for publish: K may be "all") fails at WHEN:
+ *   run      after SECONDS (default 0.5) of the loop it raises SIGKILL;
+ *   publish  the instant its shared-memory segment appears in /dev/shm,
+ *            before its peers have mapped it (setup);
+ *   unlink   when it would remove its segment's name, every peer having
+ *            mapped it (end of setup): the name stays, the survivors must
+ *            remove it, and they fail in their first collective;
+ *   abort    after SECONDS it calls sharc_comm_abort and exits 0; the others
+ *            must fail with SHARC_ERR_ABORTED naming it.
+ * publish and unlink replace libc's linkat and unlink in this program (the
+ * executable's definitions come first for libsharc too) to stop the rank at
+ * that exact point. A survivor lingers LINGER seconds (default 1) after its
+ * failure before it exits, so every survivor learns of rank K's failure
+ * before it learns of another survivor's exit (which would be a second,
+ * legitimate peer loss).
+ *
+ * Rank K prints "kill_rank: rank K raising SIGKILL ... at T" (T: seconds of
+ * the realtime clock) and a survivor "kill_rank: survivor R status S after I
+ * C calls (E s) at T: MESSAGE" ("in setup" for I when init failed); it exits
+ * 3 when S is the expected status and MESSAGE names "rank K" (any rank for
+ * "all"), 4 for any other status or message or for no failure 20 s after
+ * SECONDS, 5 for a wrong result, 2 for bad usage or an unexpected init
+ * failure. Driven by kill_test.sh.
  */
-#include <ctype.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "names_rank.h"
 #include "sharc.h"
 
-#define COUNT (1u << 18) /* f32 elements: 1 MiB */
+#define COUNT (1u << 18) /* f32 elements per rank's output of all_reduce */
+#define GIVE_UP_S 20.0   /* no failure this long after SECONDS: exit 4 */
 
-static double now_s(void) {
+enum at { AT_RUN, AT_PUBLISH, AT_UNLINK, AT_ABORT };
+enum coll { C_ALL_REDUCE, C_ALL_GATHER, C_REDUCE_SCATTER };
+static const char *const coll_names[] = {"all_reduce", "all_gather",
+                                         "reduce_scatter"};
+
+static enum at at = AT_RUN;
+static int victim;  /* this process fails at `at` */
+static int my_rank; /* from SHARC_RANK: known before init */
+
+static double now_s(clockid_t clk) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clk, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int main(int argc, char **argv) {
-  sharc_comm_t comm;
-  int rank = -1, n = 0;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc < 2 || argc > 4) {
-    fprintf(stderr, "usage: sharcrun -n N kill_rank K [SECONDS [LINGER]]\n");
-    return 2;
-  }
-  int k = atoi(argv[1]);
-  double delay = argc > 2 ? atof(argv[2]) : 0.5,
-         linger = argc > 3 ? atof(argv[3]) : 1.0;
-  sharc_status_t st = sharc_comm_init_env(&comm);
-  if (st != SHARC_OK) {
-    printf("kill_rank: sharc_comm_init_env: %s: %s\n", sharc_status_name(st),
-           sharc_last_error());
-    return 2;
-  }
-  sharc_comm_rank(comm, &rank);
-  sharc_comm_size(comm, &n);
-  if (k < 0 || k >= n) {
-    printf("kill_rank: rank to kill %d is outside 0..%d\n", k, n - 1);
-    sharc_comm_destroy(comm);
-    return 2;
-  }
-  float *in = malloc(COUNT * sizeof *in), *out = malloc(COUNT * sizeof *out);
-  if (!in || !out)
-    return 2;
-  for (unsigned i = 0; i < COUNT; i++)
-    in[i] = 1.0f;
+static void die(const char *when) {
+  printf("kill_rank: rank %d raising SIGKILL %s at %.3f\n", my_rank, when,
+         now_s(CLOCK_REALTIME));
+  fflush(stdout);
+  raise(SIGKILL);
+}
 
-  long iters = 0;
-  double t0 = now_s();
-  for (;;) {
-    if (rank == k && now_s() - t0 >= delay) {
-      printf("kill_rank: rank %d raising SIGKILL after %ld all-reduces\n", rank,
-             iters);
-      fflush(stdout);
-      raise(SIGKILL);
+/* ---- fault injection in the shm transport's setup ---- */
+
+#define EXPORTED __attribute__((visibility("default")))
+
+/* The segment is linked into /dev/shm once it is complete (shm.c). */
+EXPORTED int linkat(int olddirfd, const char *oldpath, int newdirfd,
+                    const char *newpath, int flags) {
+  long r = syscall(SYS_linkat, olddirfd, oldpath, newdirfd, newpath, flags);
+  if (r == 0 && victim && at == AT_PUBLISH && strstr(newpath, "/sharc-"))
+    die("with its segment published");
+  return (int)r;
+}
+
+/* The owner removes its segment's name once every local peer mapped it. */
+EXPORTED int unlink(const char *path) {
+  char own[24];
+  int len = snprintf(own, sizeof own, "-%d", my_rank);
+  size_t pl = strlen(path);
+  if (victim && at == AT_UNLINK && strstr(path, "/sharc-") &&
+      pl > (size_t)len && strcmp(path + pl - (size_t)len, own) == 0)
+    die("instead of removing its segment's name");
+  return (int)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+}
+
+/* ---- the loop ---- */
+
+static int usage(void) {
+  fprintf(stderr, "usage: sharcrun -n N kill_rank [--coll all_reduce|"
+                  "all_gather|reduce_scatter] [--at run|publish|unlink|abort] "
+                  "K [SECONDS [LINGER]]\n");
+  return 2;
+}
+
+/* One collective; 1 if the result is right. */
+static int step(enum coll c, const float *in, float *out, size_t per, int n,
+                sharc_comm_t comm, sharc_status_t *st) {
+  size_t total = c == C_ALL_REDUCE ? COUNT : per * (size_t)n;
+  size_t outn = c == C_REDUCE_SCATTER ? per : total;
+  out[0] = out[outn - 1] = -1.0f;
+  if (c == C_ALL_REDUCE)
+    *st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
+  else if (c == C_ALL_GATHER)
+    *st = sharc_all_gather(in, out, per, SHARC_F32, comm, NULL);
+  else
+    *st = sharc_reduce_scatter(in, out, per, SHARC_F32, SHARC_SUM, comm, NULL);
+  if (*st != SHARC_OK)
+    return 1;
+  /* all_gather: block r holds r + 1; the reductions: n everywhere. */
+  float first = c == C_ALL_GATHER ? 1.0f : (float)n;
+  float last = (float)n;
+  return out[0] == first && out[outn - 1] == last;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  enum coll coll = C_ALL_REDUCE;
+  int i = 1;
+  for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+    const char *v = i + 1 < argc ? argv[i + 1] : "";
+    if (!strcmp(argv[i], "--coll")) {
+      int c = 0;
+      while (c < 3 && strcmp(v, coll_names[c]))
+        c++;
+      if (c == 3)
+        return usage();
+      coll = (enum coll)c;
+    } else if (!strcmp(argv[i], "--at")) {
+      static const char *const ats[] = {"run", "publish", "unlink", "abort"};
+      int a = 0;
+      while (a < 4 && strcmp(v, ats[a]))
+        a++;
+      if (a == 4)
+        return usage();
+      at = (enum at)a;
+    } else {
+      return usage();
     }
-    out[0] = out[COUNT - 1] = -1.0f;
-    st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
-    if (st != SHARC_OK)
-      break;
-    if (out[0] != (float)n || out[COUNT - 1] != (float)n) {
-      printf("kill_rank: rank %d: wrong sum %g (expected %d)\n", rank, out[0],
-             n);
-      return 5;
-    }
-    iters++;
+    i++;
   }
-  const char *msg = sharc_comm_last_error(comm);
-  int good = st == SHARC_ERR_PEER_LOST && msg && names_rank(msg, k);
-  printf(
-      "kill_rank: survivor %d status %s after %ld all-reduces (%.2f s): %s\n",
-      rank, sharc_status_name(st), iters, now_s() - t0, msg ? msg : "(null)");
+  if (argc - i < 1 || argc - i > 3)
+    return usage();
+  int all = !strcmp(argv[i], "all");
+  int k = all ? -1 : atoi(argv[i]);
+  double delay = argc - i > 1 ? atof(argv[i + 1]) : 0.5,
+         linger = argc - i > 2 ? atof(argv[i + 2]) : 1.0;
+  if (all && at != AT_PUBLISH)
+    return usage();
+  const char *env_rank = getenv("SHARC_RANK");
+  my_rank = env_rank ? atoi(env_rank) : -1;
+  victim = all || my_rank == k;
+
+  sharc_comm_t comm = NULL;
+  int rank = my_rank, n = 0;
+  long iters = 0;
+  double t0 = now_s(CLOCK_MONOTONIC);
+  char done[64];
+  sharc_status_t st = sharc_comm_init_env(&comm);
+  const char *msg = NULL;
+  float *in = NULL, *out = NULL;
+  if (st != SHARC_OK) {
+    /* Expected only when a rank died in setup. */
+    if (at != AT_PUBLISH) {
+      printf("kill_rank: sharc_comm_init_env: %s: %s\n", sharc_status_name(st),
+             sharc_last_error());
+      return 2;
+    }
+    msg = sharc_last_error();
+    snprintf(done, sizeof done, "in setup");
+  } else {
+    sharc_comm_rank(comm, &rank);
+    sharc_comm_size(comm, &n);
+    if (k < -1 || k >= n) {
+      printf("kill_rank: rank to kill %d is outside 0..%d\n", k, n - 1);
+      sharc_comm_destroy(comm);
+      return 2;
+    }
+    size_t per = COUNT / (size_t)n; /* all_gather in, reduce_scatter out */
+    size_t inn = coll == C_ALL_REDUCE   ? COUNT
+                 : coll == C_ALL_GATHER ? per
+                                        : per * (size_t)n;
+    in = malloc(inn * sizeof *in);
+    out = malloc(COUNT * sizeof *out);
+    if (!in || !out)
+      return 2;
+    for (size_t j = 0; j < inn; j++)
+      in[j] = coll == C_ALL_GATHER ? (float)(rank + 1) : 1.0f;
+    for (;;) {
+      if (rank == k && (at == AT_RUN || at == AT_ABORT) &&
+          now_s(CLOCK_MONOTONIC) - t0 >= delay) {
+        char when[64];
+        snprintf(when, sizeof when, "after %ld %s calls", iters,
+                 coll_names[coll]);
+        if (at == AT_RUN)
+          die(when);
+        printf("kill_rank: rank %d calling sharc_comm_abort %s at %.3f\n", rank,
+               when, now_s(CLOCK_REALTIME));
+        sharc_comm_abort(comm);
+        free(in);
+        free(out);
+        return 0;
+      }
+      if (now_s(CLOCK_MONOTONIC) - t0 > delay + GIVE_UP_S) {
+        /* publish/unlink where the shm transport never got there (tcp,
+         * one rank per host): say so rather than loop on. */
+        printf("kill_rank: rank %d: no failure after %.0f s of %s calls\n",
+               rank, delay + GIVE_UP_S, coll_names[coll]);
+        sharc_comm_destroy(comm);
+        return 4;
+      }
+      if (!step(coll, in, out, per, n, comm, &st)) {
+        printf("kill_rank: rank %d: wrong %s result after %ld calls\n", rank,
+               coll_names[coll], iters);
+        return 5;
+      }
+      if (st != SHARC_OK)
+        break;
+      iters++;
+    }
+    msg = sharc_comm_last_error(comm);
+    snprintf(done, sizeof done, "after %ld %s calls", iters, coll_names[coll]);
+  }
+
+  sharc_status_t want =
+      at == AT_ABORT ? SHARC_ERR_ABORTED : SHARC_ERR_PEER_LOST;
+  int good = st == want && msg && (all || names_rank(msg, k));
+  printf("kill_rank: survivor %d status %s %s (%.2f s) at %.3f: %s\n", rank,
+         sharc_status_name(st), done, now_s(CLOCK_MONOTONIC) - t0,
+         now_s(CLOCK_REALTIME), msg ? msg : "(null)");
   if (!good)
-    printf("kill_rank: survivor %d: unexpected; wanted SHARC_ERR_PEER_LOST "
-           "naming rank %d\n",
-           rank, k);
-  /* Later calls on the broken communicator must fail too, not hang. */
-  st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
-  if (st == SHARC_OK) {
-    printf("kill_rank: survivor %d: all_reduce succeeded on a broken "
-           "communicator\n",
-           rank);
-    good = 0;
+    printf("kill_rank: survivor %d: unexpected; wanted %s naming rank %d\n",
+           rank, sharc_status_name(want), k);
+  if (comm) {
+    /* Later calls on the broken communicator must fail too, not hang. */
+    step(coll, in, out, COUNT / (size_t)n, n, comm, &st);
+    if (st == SHARC_OK) {
+      printf("kill_rank: survivor %d: %s succeeded on a broken "
+             "communicator\n",
+             rank, coll_names[coll]);
+      good = 0;
+    }
   }
   struct timespec ts = {(time_t)linger, (long)((linger - (long)linger) * 1e9)};
   nanosleep(&ts, NULL);

@@ -167,7 +167,14 @@ int place_hsdp(int n, const int *host, int group_size, int *shard_color,
     snprintf(why, why_len, "the communicator is empty");
     return -1;
   }
-  if (group_size < 0 || group_size > n || (group_size > 0 && n % group_size)) {
+  if (group_size < 0) {
+    snprintf(why, why_len,
+             "group_size %d is negative; pass a divisor of %d, or 0 for one "
+             "shard group per host",
+             group_size, n);
+    return -1;
+  }
+  if (group_size > n || (group_size > 0 && n % group_size)) {
     snprintf(why, why_len,
              "group_size %d does not divide the %d ranks; pass a divisor of "
              "%d, or 0 for one shard group per host",

@@ -185,7 +185,35 @@ static void print_summary(const topo_machine_t *m) {
            m->numa[n].ncores, m->numa[n].npus,
            (double)m->numa[n].bytes / (1024.0 * 1024 * 1024));
 
+  /* "16 GPUs on 2 NUMA nodes (NUMA 0: 8, NUMA 1: 8)": the line a person
+   * looks for first. */
+  int gpu_numas = 0, unplaced = 0;
+  for (int n = 0; n < m->nnuma; n++) {
+    int k = 0;
+    for (int g = 0; g < m->ngpus; g++)
+      k += m->gpus[g].pci.numa == n;
+    gpu_numas += k > 0;
+  }
+  for (int g = 0; g < m->ngpus; g++)
+    unplaced += m->gpus[g].pci.numa < 0;
   printf("\nGPUs (%d)\n", m->ngpus);
+  if (m->ngpus) {
+    printf("  %d GPUs on %d NUMA node%s (", m->ngpus, gpu_numas,
+           gpu_numas == 1 ? "" : "s");
+    const char *sep = "";
+    for (int n = 0; n < m->nnuma; n++) {
+      int k = 0;
+      for (int g = 0; g < m->ngpus; g++)
+        k += m->gpus[g].pci.numa == n;
+      if (k) {
+        printf("%sNUMA %d: %d", sep, n, k);
+        sep = ", ";
+      }
+    }
+    if (unplaced)
+      printf("%s%d on no known NUMA node", sep, unplaced);
+    printf(")\n");
+  }
   if (m->ngpus)
     printf("  %-4s %-13s %-4s %-4s %-6s %-24s %s\n", "gpu", "bus id", "numa",
            "pkg", "switch", "model", "nearest NIC");

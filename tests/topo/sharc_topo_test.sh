@@ -36,6 +36,7 @@ summary) # the DGX-2: 16 GPUs on 2 NUMA nodes, 8 per socket in the ring
   expect_rc 0
   has "machine: 2 packages, 2 NUMA nodes, 4 cores, 4 PUs, 16 GPUs, 0 NICs, 14 PCI switches, 12 NVSwitches"
   has "NVIDIA DGX-2H"
+  has "^  16 GPUs on 2 NUMA nodes (NUMA 0: 8, NUMA 1: 8)$"
   [ "$(grep -c 'Tesla V100-SXM3-32GB-H' "$out")" -eq 16 ] || fail "16 GPU rows expected"
   has "GPU ring (place_ring_order"
   has "2 package crossings"

@@ -14,6 +14,13 @@ else
   echo "format: run 'git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format -i'"
   status=1
 fi
+echo "=== fuzz (tests/fuzz: regression inputs, then 25 s per target) ==="
+if FUZZ_DIR=build-fuzz bash tests/fuzz/run_fuzz.sh 25; then
+  echo "fuzz: no findings"
+else
+  echo "fuzz: findings or a failed build; see build-fuzz/*.log and build-fuzz/artifacts/"
+  status=1
+fi
 for variant in plain asan; do
   dir=build-test-$variant
   flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARC_WERROR=ON)

@@ -2,14 +2,18 @@
  * bootstrap.c - unique ids, the rendezvous root thread and its client (the
  * launcher environment is read in bootstrap_env.c).
  *
- * Rendezvous protocol (same architecture on both ends, so fixed-size
- * little-endian structs): every message starts with wire_hdr_t (magic,
- * version, type, payload length). A rank sends HELLO {token, nranks,
+ * Rendezvous protocol (bootstrap_wire.h): a rank sends HELLO {token, nranks,
  * peer_info_t}; the root answers TABLE (nranks peer_info_t ordered by rank)
  * once all ranks registered, or ERROR {status, text} (missing ranks after
  * SHARC_TIMEOUT, or a rejected hello that carried the right token).
- * Connections with a bad magic/version/length/token, or silent for
- * HELLO_WAIT_NS, are logged and dropped; the rendezvous goes on.
+ * Everything received passes the pure parsers at the top of this file
+ * first. Connections with a bad magic/version/type/length/token, or silent
+ * for HELLO_WAIT_NS, are logged and dropped; the rendezvous goes on.
+ *
+ * Listeners: the root listens on the addresses of this host that the
+ * rendezvous host resolves to, plus SHARC_SOCKET_IFNAME's interface (see
+ * root_addrs); a unique-id root on SHARC_SOCKET_IFNAME's interface or the
+ * first non-loopback one. Never on the wildcard address.
  */
 #include "bootstrap.h"
 
@@ -23,28 +27,189 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WIRE_MAGIC 0x43524853u /* "SHRC" */
-#define WIRE_VERSION 1
-#define MAX_ERROR_BYTES 4096
+#include "bootstrap_wire.h"
+
 #define MAX_PENDING 256              /* unregistered connections at once */
 #define HELLO_WAIT_NS 5000000000ull  /* a connection must say hello in 5 s */
 #define REPLY_GRACE_NS 2000000000ull /* let the root's timeout list win */
+#define ROOT_MAX_LISTEN 5            /* addresses one root listens on */
 
-enum { MSG_HELLO = 1, MSG_TABLE = 2, MSG_ERROR = 3 };
+/* ---- parsers (pure: bootstrap_wire.h) ---- */
 
-typedef struct {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t type;
-  uint32_t len; /* payload bytes that follow */
-} wire_hdr_t;
+static void say(char *why, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(char *why, size_t n, const char *fmt, ...) {
+  if (!why || n == 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, n, fmt, ap);
+  va_end(ap);
+}
 
-typedef struct {
-  uint8_t token[SHARC_TOKEN_BYTES];
-  int32_t nranks;
-  int32_t reserved;
-  peer_info_t info;
-} hello_t;
+static int token_equal(const uint8_t *a, const uint8_t *b) {
+  uint8_t d = 0;
+  for (int i = 0; i < SHARC_TOKEN_BYTES; i++)
+    d |= (uint8_t)(a[i] ^ b[i]);
+  return d == 0;
+}
+
+/* An IPv4 or IPv6 socket address of exactly its size. */
+static int addr_ok(const net_addr_t *a) {
+  return (a->sa.ss_family == AF_INET && a->len == sizeof(struct sockaddr_in)) ||
+         (a->sa.ss_family == AF_INET6 && a->len == sizeof(struct sockaddr_in6));
+}
+
+wire_verdict_t bootstrap_parse_hello(const uint8_t *buf, size_t len,
+                                     const uint8_t *token, int job_nranks,
+                                     size_t *need, wire_hello_t *out,
+                                     sharc_status_t *st, char *why,
+                                     size_t why_len) {
+  wire_hdr_t h;
+  memset(&h, 0, sizeof h);
+  memcpy(&h, buf, SHARC_MIN(len, sizeof h));
+  *st = SHARC_OK;
+  /* Each header field as soon as its bytes are in. */
+  if (len >= offsetof(wire_hdr_t, version) && h.magic != WIRE_MAGIC) {
+    say(why, why_len, "not a sharc hello (bad magic 0x%08x)",
+        (unsigned)h.magic);
+    return WIRE_DROP;
+  }
+  if (len >= offsetof(wire_hdr_t, type) && h.version != WIRE_VERSION) {
+    say(why, why_len,
+        "protocol version %u, expected %u (mixed sharc versions?)",
+        (unsigned)h.version, WIRE_VERSION);
+    return WIRE_DROP;
+  }
+  if ((len >= offsetof(wire_hdr_t, len) && h.type != MSG_HELLO) ||
+      (len >= sizeof h && h.len != sizeof(wire_hello_t))) {
+    say(why, why_len,
+        "message type %u length %u, expected a hello of %zu bytes",
+        (unsigned)h.type, len >= sizeof h ? (unsigned)h.len : 0u,
+        sizeof(wire_hello_t));
+    return WIRE_DROP;
+  }
+  if (len < WIRE_HELLO_BYTES) {
+    *need = len < sizeof h ? sizeof h : WIRE_HELLO_BYTES;
+    return WIRE_MORE;
+  }
+  wire_hello_t hl;
+  memcpy(&hl, buf + sizeof h, sizeof hl);
+  if (!token_equal(hl.token, token)) {
+    say(why, why_len, "wrong job token (another job, or a stray client)");
+    return WIRE_DROP;
+  }
+  /* The sender proved it is one of ours: from here on it is told why. */
+  int n = (int)hl.nranks, rank = (int)hl.info.rank;
+  *st = SHARC_ERR_INVALID_ARG;
+  if (n < 1 || n > MAX_RANKS) {
+    say(why, why_len, "nranks %d is not in 1..%d", n, MAX_RANKS);
+    return WIRE_REJECT;
+  }
+  if (job_nranks > 0 && n != job_nranks) {
+    *st = SHARC_ERR_MISMATCH;
+    say(why, why_len,
+        "rank %d says nranks %d but the job has %d; give every rank the same "
+        "world size",
+        rank, n, job_nranks);
+    return WIRE_REJECT;
+  }
+  if (rank < 0 || rank >= n) {
+    say(why, why_len, "rank %d is not in 0..%d", rank, n - 1);
+    return WIRE_REJECT;
+  }
+  if (!addr_ok(&hl.info.addr)) {
+    say(why, why_len,
+        "rank %d sent a bad address (family %d, length %u); is it another "
+        "sharc version?",
+        rank, (int)hl.info.addr.sa.ss_family, (unsigned)hl.info.addr.len);
+    return WIRE_REJECT;
+  }
+  if (!memchr(hl.info.host, '\0', sizeof hl.info.host)) {
+    say(why, why_len, "rank %d sent a host name without its end", rank);
+    return WIRE_REJECT;
+  }
+  *st = SHARC_OK;
+  *out = hl;
+  return WIRE_OK;
+}
+
+sharc_status_t bootstrap_parse_reply_hdr(const uint8_t *buf, size_t len,
+                                         int nranks, int *type, uint32_t *plen,
+                                         char *why, size_t why_len) {
+  wire_hdr_t h;
+  if (nranks < 1 || nranks > MAX_RANKS) {
+    say(why, why_len, "nranks %d is not in 1..%d", nranks, MAX_RANKS);
+    return SHARC_ERR_INVALID_ARG;
+  }
+  if (len < sizeof h) {
+    say(why, why_len, "a header of %zu bytes, expected %zu", len, sizeof h);
+    return SHARC_ERR_NET;
+  }
+  memcpy(&h, buf, sizeof h);
+  size_t tbytes = (size_t)nranks * sizeof(peer_info_t);
+  if (h.magic != WIRE_MAGIC || h.version != WIRE_VERSION ||
+      !((h.type == MSG_TABLE && h.len == tbytes) ||
+        (h.type == MSG_ERROR && h.len > sizeof(int32_t) &&
+         h.len <= WIRE_MAX_ERROR_BYTES))) {
+    say(why, why_len,
+        "a bad header (magic 0x%08x version %u type %u length %u; a table "
+        "of %d ranks is %zu bytes)",
+        (unsigned)h.magic, (unsigned)h.version, (unsigned)h.type,
+        (unsigned)h.len, nranks, tbytes);
+    return SHARC_ERR_NET;
+  }
+  *type = h.type;
+  *plen = h.len;
+  return SHARC_OK;
+}
+
+sharc_status_t bootstrap_parse_error(const uint8_t *buf, size_t len,
+                                     sharc_status_t *code, char *msg,
+                                     size_t msg_len) {
+  int32_t c;
+  if (len <= sizeof c || len > WIRE_MAX_ERROR_BYTES) {
+    say(msg, msg_len, "an error message of %zu bytes (expected 5..%d)", len,
+        WIRE_MAX_ERROR_BYTES);
+    return SHARC_ERR_NET;
+  }
+  memcpy(&c, buf, sizeof c);
+  *code = (c >= 0 || c < SHARC_ERR_INTERNAL) ? SHARC_ERR_INTERNAL
+                                             : (sharc_status_t)c;
+  const uint8_t *text = buf + sizeof c;
+  size_t n = len - sizeof c;
+  const uint8_t *nul = memchr(text, '\0', n);
+  if (nul)
+    n = (size_t)(nul - text);
+  if (msg_len > 0) {
+    n = SHARC_MIN(n, msg_len - 1);
+    memcpy(msg, text, n);
+    msg[n] = '\0';
+  }
+  return SHARC_OK;
+}
+
+sharc_status_t bootstrap_check_table(const peer_info_t *table, int nranks,
+                                     char *why, size_t why_len) {
+  for (int i = 0; i < nranks; i++) {
+    const peer_info_t *p = &table[i];
+    if (p->rank != i) {
+      say(why, why_len, "rank table entry %d holds rank %d", i, (int)p->rank);
+      return SHARC_ERR_NET;
+    }
+    if (!memchr(p->host, '\0', sizeof p->host)) {
+      say(why, why_len, "rank table entry %d has an unterminated host name", i);
+      return SHARC_ERR_NET;
+    }
+    if (!addr_ok(&p->addr)) {
+      say(why, why_len,
+          "rank table entry %d has a bad address (family %d, length %u)", i,
+          (int)p->addr.sa.ss_family, (unsigned)p->addr.len);
+      return SHARC_ERR_NET;
+    }
+  }
+  return SHARC_OK;
+}
 
 /* ---- root thread ---- */
 
@@ -52,13 +217,14 @@ typedef struct {
   int fd;
   int rank;          /* -1 until its hello registered */
   uint64_t deadline; /* hello must be complete by then */
-  size_t got;
-  uint8_t buf[sizeof(wire_hdr_t) + sizeof(hello_t)];
+  size_t got, need;  /* bytes in buf; bytes to wait for */
+  uint8_t buf[WIRE_HELLO_BYTES];
   char who[96];
 } conn_t;
 
 typedef struct {
-  int lfd;
+  int lfd[ROOT_MAX_LISTEN];
+  int nlfd;
   int nranks; /* 0 until the first hello (unique id) */
   uint8_t token[SHARC_TOKEN_BYTES];
   char where[300];   /* the rendezvous address, for messages */
@@ -72,13 +238,6 @@ typedef struct {
   int nhave;
 } root_t;
 
-static int token_equal(const uint8_t *a, const uint8_t *b) {
-  uint8_t d = 0;
-  for (int i = 0; i < SHARC_TOKEN_BYTES; i++)
-    d |= (uint8_t)(a[i] ^ b[i]);
-  return d == 0;
-}
-
 static sharc_status_t send_msg(int fd, int type, const void *p, uint32_t len,
                                uint64_t deadline) {
   wire_hdr_t h = {WIRE_MAGIC, WIRE_VERSION, (uint16_t)type, len};
@@ -87,7 +246,7 @@ static sharc_status_t send_msg(int fd, int type, const void *p, uint32_t len,
 }
 
 static void send_error(int fd, sharc_status_t st, const char *msg) {
-  char buf[MAX_ERROR_BYTES];
+  char buf[WIRE_MAX_ERROR_BYTES];
   int32_t s = st;
   size_t n = strlen(msg) + 1;
   if (n > sizeof buf - sizeof s)
@@ -134,59 +293,43 @@ static void conn_drop(root_t *r, conn_t *c, sharc_status_t st, const char *fmt,
   conn_close(r, c);
 }
 
-static void hello_done(root_t *r, conn_t *c) {
-  hello_t h;
-  memcpy(&h, c->buf + sizeof(wire_hdr_t), sizeof h);
-  if (!token_equal(h.token, r->token)) {
-    conn_drop(r, c, SHARC_OK,
-              "wrong job token (another job, or a stray client)");
-    return;
-  }
-  if (h.nranks < 1 || h.nranks > MAX_RANKS) {
-    conn_drop(r, c, SHARC_ERR_INVALID_ARG, "nranks %d is not in 1..%d",
-              (int)h.nranks, MAX_RANKS);
-    return;
-  }
-  if (r->nranks == 0) { /* unique id: the first hello sizes the job */
-    r->table = calloc((size_t)h.nranks, sizeof *r->table);
-    r->have = calloc((size_t)h.nranks, 1);
+/* A valid hello (bootstrap_parse_hello): registers its rank unless the rank
+ * is taken; the first hello of a unique-id job sizes the job. */
+static void hello_register(root_t *r, conn_t *c, const wire_hello_t *h) {
+  int rank = h->info.rank;
+  if (r->nranks == 0) {
+    r->table = calloc((size_t)h->nranks, sizeof *r->table);
+    r->have = calloc((size_t)h->nranks, 1);
     if (!r->table || !r->have) {
+      free(r->table);
+      free(r->have);
+      r->table = NULL;
+      r->have = NULL;
       conn_drop(r, c, SHARC_ERR_NO_MEM, "no memory for %d ranks",
-                (int)h.nranks);
+                (int)h->nranks);
       return;
     }
-    r->nranks = h.nranks;
+    r->nranks = h->nranks;
     r->deadline = time_ns() + r->timeout;
   }
-  int rank = h.info.rank;
-  if (h.nranks != r->nranks) {
-    conn_drop(r, c, SHARC_ERR_MISMATCH,
-              "rank %d says nranks %d but the job has %d; give every rank the "
-              "same world size",
-              rank, (int)h.nranks, r->nranks);
-  } else if (rank < 0 || rank >= r->nranks) {
-    conn_drop(r, c, SHARC_ERR_INVALID_ARG, "rank %d is not in 0..%d", rank,
-              r->nranks - 1);
-  } else if (h.info.addr.len > sizeof h.info.addr.sa) {
-    conn_drop(r, c, SHARC_ERR_INVALID_ARG, "rank %d sent a bad address", rank);
-  } else if (r->have[rank]) {
+  if (r->have[rank]) {
     conn_drop(r, c, SHARC_ERR_INVALID_ARG,
               "rank %d registered twice (first from %s, pid %d); give each "
               "process a distinct rank",
               rank, r->table[rank].host, (int)r->table[rank].pid);
-  } else {
-    h.info.host[SHARC_HOSTNAME_MAX - 1] = '\0';
-    r->table[rank] = h.info;
-    r->have[rank] = 1;
-    r->nhave++;
-    r->npending--;
-    c->rank = rank;
-    TRACE(SUB_INIT, "bootstrap root: rank %d from %s (%d/%d)", rank, c->who,
-          r->nhave, r->nranks);
+    return;
   }
+  r->table[rank] = h->info;
+  r->have[rank] = 1;
+  r->nhave++;
+  r->npending--;
+  c->rank = rank;
+  TRACE(SUB_INIT, "bootstrap root: rank %d from %s (%d/%d)", rank, c->who,
+        r->nhave, r->nranks);
 }
 
-/* Reads what c has sent so far; validates the header as soon as it is in. */
+/* Reads what c has sent so far (never more than a hello) and checks it as
+ * it comes in. */
 static void conn_read(root_t *r, conn_t *c) {
   if (c->rank >= 0) { /* registered ranks only wait: data or EOF ends them */
     char b;
@@ -202,10 +345,7 @@ static void conn_read(root_t *r, conn_t *c) {
     }
     return;
   }
-  size_t need = sizeof(wire_hdr_t);
-  if (c->got >= need)
-    need += sizeof(hello_t);
-  ssize_t k = recv(c->fd, c->buf + c->got, need - c->got, MSG_DONTWAIT);
+  ssize_t k = recv(c->fd, c->buf + c->got, c->need - c->got, MSG_DONTWAIT);
   if (k == 0) {
     conn_drop(r, c, SHARC_OK, "closed after %zu bytes, before a complete hello",
               c->got);
@@ -217,33 +357,31 @@ static void conn_read(root_t *r, conn_t *c) {
     return;
   }
   c->got += (size_t)k;
-  wire_hdr_t h;
-  memcpy(&h, c->buf, sizeof h);
-  if (c->got >= sizeof h.magic && h.magic != WIRE_MAGIC) {
-    conn_drop(r, c, SHARC_OK, "not a sharc hello (bad magic 0x%08x)",
-              (unsigned)h.magic);
-  } else if (c->got >= sizeof h && h.version != WIRE_VERSION) {
-    conn_drop(r, c, SHARC_OK,
-              "protocol version %u, expected %u (mixed sharc "
-              "versions?)",
-              (unsigned)h.version, WIRE_VERSION);
-  } else if (c->got >= sizeof h &&
-             (h.type != MSG_HELLO || h.len != sizeof(hello_t))) {
-    conn_drop(r, c, SHARC_OK,
-              "message type %u length %u, expected a hello "
-              "of %zu bytes",
-              (unsigned)h.type, (unsigned)h.len, sizeof(hello_t));
-  } else if (c->got == sizeof c->buf) {
-    hello_done(r, c);
+  wire_hello_t h;
+  sharc_status_t st;
+  char why[400];
+  switch (bootstrap_parse_hello(c->buf, c->got, r->token, r->nranks, &c->need,
+                                &h, &st, why, sizeof why)) {
+  case WIRE_MORE:
+    break;
+  case WIRE_OK:
+    hello_register(r, c, &h);
+    break;
+  case WIRE_DROP:
+    conn_drop(r, c, SHARC_OK, "%s", why);
+    break;
+  case WIRE_REJECT:
+    conn_drop(r, c, st, "%s", why);
+    break;
   }
 }
 
-static void root_accept(root_t *r, uint64_t now) {
+static void root_accept(root_t *r, int lfd, uint64_t now) {
   for (;;) {
     net_addr_t a;
     memset(&a, 0, sizeof a);
     a.len = sizeof a.sa;
-    int fd = accept4(r->lfd, (struct sockaddr *)&a.sa, &a.len,
+    int fd = accept4(lfd, (struct sockaddr *)&a.sa, &a.len,
                      SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED)
@@ -278,6 +416,7 @@ static void root_accept(root_t *r, uint64_t now) {
     memset(c, 0, sizeof *c);
     c->fd = fd;
     c->rank = -1;
+    c->need = sizeof(wire_hdr_t);
     c->deadline = now + SHARC_MIN(HELLO_WAIT_NS, r->timeout);
     snprintf(c->who, sizeof c->who, "%s", who);
     r->npending++;
@@ -367,22 +506,24 @@ static void *root_main(void *arg) {
       r->conns[n++] = *c;
     }
     r->nconns = n;
-    if (pcap < n + 1) {
-      struct pollfd *np = realloc(pf, (size_t)(n + 16) * sizeof *np);
+    int nl = r->nlfd; /* pf: the listeners, then the connections */
+    if (pcap < nl + n) {
+      struct pollfd *np = realloc(pf, (size_t)(nl + n + 16) * sizeof *np);
       if (!np)
         break;
       pf = np;
-      pcap = n + 16;
+      pcap = nl + n + 16;
     }
-    pf[0] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+    for (int i = 0; i < nl; i++)
+      pf[i] = (struct pollfd){.fd = r->lfd[i], .events = POLLIN};
     for (int i = 0; i < n; i++)
-      pf[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
+      pf[nl + i] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
     int ms = -1;
     if (wake != UINT64_MAX)
       ms = wake <= now
                ? 0
                : (int)SHARC_MIN((wake - now + 999999) / 1000000, 60000u);
-    int rc = poll(pf, (nfds_t)(n + 1), ms);
+    int rc = poll(pf, (nfds_t)(nl + n), ms);
     if (rc < 0 && errno != EINTR) {
       WARN(SUB_INIT, "bootstrap root at %s: poll: %s", r->where,
            strerror(errno));
@@ -391,16 +532,18 @@ static void *root_main(void *arg) {
     if (rc <= 0)
       continue;
     for (int i = 0; i < n; i++)
-      if (pf[i + 1].revents)
+      if (pf[nl + i].revents)
         conn_read(r, &r->conns[i]);
-    if (pf[0].revents)
-      root_accept(r, time_ns());
+    for (int i = 0; i < nl; i++)
+      if (pf[i].revents)
+        root_accept(r, r->lfd[i], time_ns());
   }
   root_finish(r, complete);
   for (int i = 0; i < r->nconns; i++)
     if (r->conns[i].fd >= 0)
       close(r->conns[i].fd);
-  close(r->lfd);
+  for (int i = 0; i < r->nlfd; i++)
+    close(r->lfd[i]);
   free(pf);
   free(r->conns);
   free(r->table);
@@ -409,15 +552,22 @@ static void *root_main(void *arg) {
   return NULL;
 }
 
-/* Takes ownership of lfd; nranks 0 means "learn from the first hello". */
-static sharc_status_t root_spawn(int lfd, int nranks, const uint8_t *token,
-                                 const char *where) {
+static void close_all(const int *fds, int n) {
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
+}
+
+/* Takes ownership of lfd[0..nlfd); nranks 0 means "learn from the first
+ * hello". */
+static sharc_status_t root_spawn(const int *lfd, int nlfd, int nranks,
+                                 const uint8_t *token, const char *where) {
   root_t *r = calloc(1, sizeof *r);
   if (!r) {
-    close(lfd);
+    close_all(lfd, nlfd);
     return err_set(SHARC_ERR_NO_MEM, "bootstrap: no memory for the root");
   }
-  r->lfd = lfd;
+  memcpy(r->lfd, lfd, (size_t)nlfd * sizeof *lfd);
+  r->nlfd = nlfd;
   r->nranks = nranks;
   memcpy(r->token, token, SHARC_TOKEN_BYTES);
   snprintf(r->where, sizeof r->where, "%s", where);
@@ -440,7 +590,7 @@ static sharc_status_t root_spawn(int lfd, int nranks, const uint8_t *token,
     free(r->table);
     free(r->have);
     free(r);
-    close(lfd);
+    close_all(lfd, nlfd);
     return err_set(SHARC_ERR_SYSTEM,
                    "bootstrap: cannot start the root thread: %s", strerror(rc));
   }
@@ -457,33 +607,98 @@ static const char *port_hint(const char *source) {
   return "SHARC_ADDR";
 }
 
-/* Listens on the wildcard address of root_host's family: a host name may
- * resolve to 127.0.1.1 on its own host (Debian's /etc/hosts) and to the
- * real address elsewhere; the token keeps strangers out. */
+/* A rendezvous host given by a name (not "localhost") that resolved to a
+ * loopback address: on its own host, Debian's /etc/hosts maps the host name
+ * to 127.0.1.1, while other hosts resolve it to a real address. */
+static int own_name_on_loopback(const char *host, const net_addr_t *a) {
+  return net_addr_is_loopback(a) && !net_host_is_numeric(host) &&
+         !strcasestr(host, "localhost");
+}
+
+static void addr_add(net_addr_t *list, int *n, const net_addr_t *a) {
+  for (int i = 0; i < *n; i++)
+    if (net_addr_equal(&list[i], a))
+      return;
+  if (*n < ROOT_MAX_LISTEN)
+    list[(*n)++] = *a;
+}
+
+/* Where the root listens, on env->root_port (never the wildcard address):
+ *   - every address of this host that root_host resolves to here: where
+ *     the ranks of this host connect;
+ *   - SHARC_SOCKET_IFNAME's interface when it is set, where the ranks of
+ *     other hosts connect; without it, when root_host is this host's own
+ *     name resolving to loopback here (own_name_on_loopback), the first up
+ *     non-loopback interface, where other hosts reach the name;
+ *   - when root_host resolves to no address of this host (rank 0 was put
+ *     elsewhere, or a NAT), the source address of the route to it, with a
+ *     warning: ranks may not reach it. */
+static sharc_status_t root_addrs(const bootstrap_env_t *env, net_addr_t *out,
+                                 int *n) {
+  net_addr_t res[ROOT_MAX_LISTEN - 1], a;
+  int nres = 0, nlocal = 0, loop = 1;
+  const char *spec = param_str(PARAM_SOCKET_IFNAME);
+  *n = 0;
+  CHECK(net_resolve_all(env->root_host, env->root_port, res,
+                        ROOT_MAX_LISTEN - 1, &nres));
+  for (int i = 0; i < nres; i++)
+    if (net_addr_is_local(&res[i])) {
+      addr_add(out, n, &res[i]);
+      nlocal++;
+      loop &= own_name_on_loopback(env->root_host, &res[i]);
+    }
+  if (*spec) {
+    CHECK(net_if_addr(spec, &a));
+    net_addr_set_port(&a, env->root_port);
+    addr_add(out, n, &a);
+  } else if (nlocal > 0 && loop && net_if_find(NULL, &a) == 0) {
+    net_addr_set_port(&a, env->root_port);
+    addr_add(out, n, &a);
+  } else if (nlocal == 0) {
+    char rs[64], as[64];
+    CHECK(net_route_source(&res[0], &a));
+    net_addr_set_port(&a, env->root_port);
+    addr_add(out, n, &a);
+    WARN(SUB_INIT,
+         "bootstrap: the rendezvous host %s resolves to %s, not an address of "
+         "this host, which serves the rendezvous (rank 0); listening at %s "
+         "instead: check %s, or set SHARC_SOCKET_IFNAME",
+         env->root_host, net_addr_str(&res[0], rs, sizeof rs),
+         net_addr_str(&a, as, sizeof as), port_hint(env->source));
+  }
+  return SHARC_OK;
+}
+
 sharc_status_t bootstrap_root_start(const bootstrap_env_t *env) {
   if (env->nranks < 1 || env->nranks > MAX_RANKS)
     return err_set(SHARC_ERR_INVALID_ARG, "bootstrap: nranks %d not in 1..%d",
                    env->nranks, MAX_RANKS);
-  net_addr_t a, any;
-  CHECK(net_resolve(env->root_host, env->root_port, &a));
-  memset(&any, 0, sizeof any);
-  any.sa.ss_family = a.sa.ss_family;
-  any.len = a.len;
-  net_addr_set_port(&any, env->root_port);
-  int lfd;
-  if (net_listen(&any, 512, &lfd, NULL) != SHARC_OK) {
-    char why[300];
-    snprintf(why, sizeof why, "%s", err_last());
-    return err_set(SHARC_ERR_NET,
-                   "bootstrap: cannot serve the rendezvous %s:%d: %s; if "
-                   "another job uses the port, choose another with %s",
-                   env->root_host, env->root_port, why, port_hint(env->source));
+  net_addr_t addrs[ROOT_MAX_LISTEN];
+  int naddr = 0, lfd[ROOT_MAX_LISTEN];
+  CHECK(root_addrs(env, addrs, &naddr));
+  char list[ROOT_MAX_LISTEN * 64] = "";
+  size_t o = 0;
+  for (int i = 0; i < naddr; i++) {
+    if (net_listen(&addrs[i], 512, &lfd[i], NULL) != SHARC_OK) {
+      char why[300];
+      snprintf(why, sizeof why, "%s", err_last());
+      close_all(lfd, i);
+      return err_set(SHARC_ERR_NET,
+                     "bootstrap: cannot serve the rendezvous %s:%d: %s; if "
+                     "another job uses the port, choose another with %s",
+                     env->root_host, env->root_port, why,
+                     port_hint(env->source));
+    }
+    char as[64];
+    if (o < sizeof list)
+      o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "",
+                            net_addr_str(&addrs[i], as, sizeof as));
   }
   char where[300];
   snprintf(where, sizeof where, "%s:%d", env->root_host, env->root_port);
-  INFO(SUB_INIT, "bootstrap: root listening at %s for %d ranks", where,
-       env->nranks);
-  return root_spawn(lfd, env->nranks, env->token, where);
+  INFO(SUB_INIT, "bootstrap: root for %d ranks at %s listening on %s",
+       env->nranks, where, list);
+  return root_spawn(lfd, naddr, env->nranks, env->token, where);
 }
 
 /* ---- unique id ----
@@ -514,7 +729,7 @@ sharc_status_t bootstrap_unique_id_create(sharc_unique_id_t *id) {
   CHECK(net_listen(&a, 512, &lfd, &bound));
   char where[96];
   net_addr_str(&bound, where, sizeof where);
-  sharc_status_t st = root_spawn(lfd, 0, token, where);
+  sharc_status_t st = root_spawn(&lfd, 1, 0, token, where);
   if (st != SHARC_OK)
     return st;
   memset(id, 0, sizeof *id);
@@ -594,18 +809,20 @@ sharc_status_t bootstrap_rendezvous(const bootstrap_env_t *env,
                    env->rank, where, (double)t / 1e9, tmo, why, where,
                    env->source ? env->source : "the caller");
   }
-  hello_t h;
+  wire_hello_t h;
   memset(&h, 0, sizeof h);
   memcpy(h.token, env->token, SHARC_TOKEN_BYTES);
   h.nranks = env->nranks;
   h.info = *mine;
   h.info.rank = env->rank;
-  wire_hdr_t rh;
+  uint8_t rh[sizeof(wire_hdr_t)];
+  int type = 0;
+  uint32_t plen = 0;
   CHECK_GOTO(send_msg(fd, MSG_HELLO, &h, sizeof h, deadline), st, done);
   /* The root's deadline ran from its own start; a grace lets its list of
    * missing ranks arrive before this rank gives up on its own. */
   deadline += REPLY_GRACE_NS;
-  st = net_recv_all(fd, &rh, sizeof rh, deadline);
+  st = net_recv_all(fd, rh, sizeof rh, deadline);
   if (st == SHARC_ERR_TIMEOUT) {
     st = err_set(st,
                  "bootstrap: rank %d got no answer from the rendezvous at "
@@ -623,38 +840,32 @@ sharc_status_t bootstrap_rendezvous(const bootstrap_env_t *env,
                  where, env->rank);
     goto done;
   }
-  size_t tbytes = (size_t)env->nranks * sizeof(peer_info_t);
-  if (rh.magic != WIRE_MAGIC || rh.version != WIRE_VERSION ||
-      !((rh.type == MSG_TABLE && rh.len == tbytes) ||
-        (rh.type == MSG_ERROR && rh.len > 4 && rh.len <= MAX_ERROR_BYTES))) {
+  /* Lengths are checked against the job's size and fixed limits before
+   * anything is read by them. */
+  if (bootstrap_parse_reply_hdr(rh, sizeof rh, env->nranks, &type, &plen, why,
+                                sizeof why) != SHARC_OK) {
     st = err_set(SHARC_ERR_NET,
-                 "bootstrap: the rendezvous at %s answered "
-                 "with a bad header (magic 0x%08x version %u type %u length "
-                 "%u); is it another program or sharc version?",
-                 where, (unsigned)rh.magic, (unsigned)rh.version,
-                 (unsigned)rh.type, (unsigned)rh.len);
+                 "bootstrap: the rendezvous at %s answered with %s; is it "
+                 "another program or sharc version?",
+                 where, why);
     goto done;
   }
-  if (rh.type == MSG_ERROR) {
-    char buf[MAX_ERROR_BYTES + 1];
-    CHECK_GOTO(net_recv_all(fd, buf, rh.len, deadline), st, done);
-    buf[rh.len] = '\0';
-    int32_t code;
-    memcpy(&code, buf, 4);
-    if (code >= 0 || code < SHARC_ERR_INTERNAL)
-      code = SHARC_ERR_INTERNAL;
-    st = err_set((sharc_status_t)code, "%s", buf + 4);
+  if (type == MSG_ERROR) {
+    uint8_t buf[WIRE_MAX_ERROR_BYTES];
+    sharc_status_t code = SHARC_ERR_INTERNAL;
+    CHECK_GOTO(net_recv_all(fd, buf, plen, deadline), st, done);
+    if (bootstrap_parse_error(buf, plen, &code, why, sizeof why) != SHARC_OK)
+      code = SHARC_ERR_NET;
+    st = err_set(code, "%s", why);
     goto done;
   }
-  CHECK_GOTO(net_recv_all(fd, table, tbytes, deadline), st, done);
-  for (int i = 0; i < env->nranks; i++)
-    if (table[i].rank != i) {
-      st = err_set(SHARC_ERR_INTERNAL,
-                   "bootstrap: rank table entry %d holds "
-                   "rank %d",
-                   i, (int)table[i].rank);
-      goto done;
-    }
+  CHECK_GOTO(net_recv_all(fd, table, plen, deadline), st, done);
+  if (bootstrap_check_table(table, env->nranks, why, sizeof why) != SHARC_OK) {
+    st = err_set(SHARC_ERR_NET,
+                 "bootstrap: the rendezvous at %s sent a bad rank table: %s",
+                 where, why);
+    goto done;
+  }
   TRACE(SUB_INIT, "bootstrap: rank %d has the table of %d ranks", env->rank,
         env->nranks);
 done:
@@ -662,25 +873,29 @@ done:
   return st;
 }
 
+/* The source address of the route to the rendezvous host, except where
+ * that host is this one, named by a name that resolves to loopback here
+ * (own_name_on_loopback): other hosts reach this one at a real address,
+ * so the first up non-loopback interface is advertised instead, when there
+ * is one. */
 sharc_status_t bootstrap_local_addr(const bootstrap_env_t *env,
                                     net_addr_t *out) {
   const char *spec = param_str(PARAM_SOCKET_IFNAME);
   if (*spec)
     return net_if_addr(spec, out);
-  net_addr_t ra;
+  net_addr_t ra, a;
   CHECK(net_resolve(env->root_host, env->root_port ? env->root_port : 9, &ra));
-  /* A UDP connect() only picks the route and source address: no packet. */
-  int s = socket(ra.sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0)
-    return err_set(SHARC_ERR_SYSTEM, "bootstrap: socket: %s", strerror(errno));
-  sharc_status_t st = SHARC_OK;
-  if (connect(s, (struct sockaddr *)&ra.sa, ra.len) != 0)
-    st = err_set(SHARC_ERR_NET,
-                 "bootstrap: no route from this host to the "
-                 "rendezvous %s:%d: %s; set SHARC_SOCKET_IFNAME",
-                 env->root_host, env->root_port, strerror(errno));
-  else
-    st = net_local_addr(s, out);
-  close(s);
-  return st;
+  if (own_name_on_loopback(env->root_host, &ra) && net_if_find(NULL, &a) == 0) {
+    *out = a;
+    return SHARC_OK;
+  }
+  if (net_route_source(&ra, out) != SHARC_OK) {
+    char why[300];
+    snprintf(why, sizeof why, "%s", err_last());
+    return err_set(SHARC_ERR_NET,
+                   "bootstrap: no route from this host to the rendezvous "
+                   "%s:%d (%s); set SHARC_SOCKET_IFNAME",
+                   env->root_host, env->root_port, why);
+  }
+  return SHARC_OK;
 }

@@ -38,6 +38,10 @@ typedef struct {
   net_addr_t addr; /* the rank's data listener (tcp) */
 } peer_info_t;
 
+/* Every environment variable bootstrap_env_read may consult (NULL ends
+ * the list), for tests and fuzzers that must start from a clean slate. */
+extern const char *const bootstrap_env_vars[];
+
 /* Reads the launcher environment in the order of sharc.h
  * (sharc_comm_init_env). Errors name the variable and what was wrong.
  * For Slurm, expands the first host of the node list ("n[01-04,07]"). */
@@ -71,7 +75,9 @@ sharc_status_t bootstrap_rendezvous(const bootstrap_env_t *env,
 
 /* The local address other ranks should use to reach this one: the
  * SHARC_SOCKET_IFNAME interface if set, else the source address of the
- * route to the rendezvous host (port 0). */
+ * route to the rendezvous host; when the rendezvous is this host's own name
+ * resolving to loopback here, the first up non-loopback interface (port
+ * 0). Listeners bind to such addresses, never to all interfaces. */
 sharc_status_t bootstrap_local_addr(const bootstrap_env_t *env,
                                     net_addr_t *out);
 

@@ -11,6 +11,40 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *const bootstrap_env_vars[] = {"SHARC_RANK",
+                                          "SHARC_WORLD_SIZE",
+                                          "SHARC_ADDR",
+                                          "SHARC_LOCAL_RANK",
+                                          "SHARC_LOCAL_SIZE",
+                                          "SHARC_TOKEN",
+                                          "SHARC_PORT",
+                                          "SHARC_SOCKET_IFNAME",
+                                          "SHARC_HOSTID",
+                                          "RANK",
+                                          "WORLD_SIZE",
+                                          "LOCAL_RANK",
+                                          "LOCAL_WORLD_SIZE",
+                                          "MASTER_ADDR",
+                                          "MASTER_PORT",
+                                          "TORCHELASTIC_RUN_ID",
+                                          "SLURM_PROCID",
+                                          "SLURM_NTASKS",
+                                          "SLURM_NPROCS",
+                                          "SLURM_LOCALID",
+                                          "SLURM_NTASKS_PER_NODE",
+                                          "SLURM_STEP_NODELIST",
+                                          "SLURM_JOB_NODELIST",
+                                          "SLURM_NODELIST",
+                                          "SLURM_JOB_ID",
+                                          "SLURM_STEP_ID",
+                                          "OMPI_COMM_WORLD_RANK",
+                                          "OMPI_COMM_WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                          "OMPI_MCA_ess_base_jobid",
+                                          "PMIX_NAMESPACE",
+                                          NULL};
+
 /* ---- hashing and host identity ---- */
 
 static uint64_t fnv_str(uint64_t h, const char *s) {

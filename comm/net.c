@@ -3,6 +3,10 @@
  * resolution, listen/accept/connect, whole-buffer send/receive and
  * interface selection (SHARC_SOCKET_IFNAME). IPv4 and IPv6.
  *
+ * Listeners are always bound to one address (an interface's, or the
+ * rendezvous address): net_listen refuses the wildcard address, so nothing
+ * sharc opens is reachable from every network the host is on.
+ *
  * Every blocking call waits in poll() against an absolute deadline on the
  * time_ns() clock, so nothing here blocks forever. Sends use MSG_NOSIGNAL:
  * a peer that went away gives SHARC_ERR_NET, never SIGPIPE.
@@ -24,35 +28,94 @@
 
 /* ---- addresses ---- */
 
-sharc_status_t net_resolve(const char *host, int port, net_addr_t *out) {
+/* getaddrinfo for host:port as a stream socket, with sharc's message. */
+static sharc_status_t resolve(const char *host, int port,
+                              struct addrinfo **res) {
   if (!host || !*host || port < 0 || port > 65535)
     return err_set(SHARC_ERR_INVALID_ARG, "net: cannot resolve '%s' port %d",
                    host ? host : "(null)", port);
-  struct addrinfo hints, *res = NULL;
+  struct addrinfo hints;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   char serv[16];
   snprintf(serv, sizeof serv, "%d", port);
   hints.ai_flags = AI_NUMERICSERV;
-  int rc = getaddrinfo(host, serv, &hints, &res);
-  if (rc != 0 || !res)
+  *res = NULL;
+  int rc = getaddrinfo(host, serv, &hints, res);
+  if (rc != 0 || !*res) {
+    if (rc == 0)
+      freeaddrinfo(*res);
     return err_set(SHARC_ERR_NET,
                    "net: cannot resolve host '%s': %s; use an IP address or a "
                    "name every host can resolve",
                    host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
-  /* Prefer IPv4: it is what launchers hand out and what every host routes. */
-  struct addrinfo *pick = res;
-  for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
-    if (ai->ai_family == AF_INET) {
-      pick = ai;
-      break;
-    }
-  memset(out, 0, sizeof *out);
-  memcpy(&out->sa, pick->ai_addr, pick->ai_addrlen);
-  out->len = pick->ai_addrlen;
-  freeaddrinfo(res);
+  }
   return SHARC_OK;
+}
+
+static int ai_usable(const struct addrinfo *ai) {
+  return (ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+         ai->ai_addrlen <= sizeof(struct sockaddr_storage);
+}
+
+static void ai_copy(const struct addrinfo *ai, net_addr_t *out) {
+  memset(out, 0, sizeof *out);
+  memcpy(&out->sa, ai->ai_addr, ai->ai_addrlen);
+  out->len = ai->ai_addrlen;
+}
+
+sharc_status_t net_resolve(const char *host, int port, net_addr_t *out) {
+  struct addrinfo *res;
+  CHECK(resolve(host, port, &res));
+  /* Prefer IPv4: it is what launchers hand out and what every host routes. */
+  struct addrinfo *pick = NULL;
+  for (int pass = 0; pass < 2 && !pick; pass++)
+    for (struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+      if (ai_usable(ai) && (pass == 1 || ai->ai_family == AF_INET))
+        pick = ai;
+  if (pick)
+    ai_copy(pick, out);
+  freeaddrinfo(res);
+  if (!pick)
+    return err_set(SHARC_ERR_NET,
+                   "net: host '%s' has no IPv4 or IPv6 address; use an IP "
+                   "address or a name every host can resolve",
+                   host);
+  return SHARC_OK;
+}
+
+sharc_status_t net_resolve_all(const char *host, int port, net_addr_t *out,
+                               int max, int *n) {
+  struct addrinfo *res;
+  *n = 0;
+  CHECK(resolve(host, port, &res));
+  for (int pass = 0; pass < 2; pass++) /* IPv4 first, as net_resolve */
+    for (struct addrinfo *ai = res; ai && *n < max; ai = ai->ai_next) {
+      if (!ai_usable(ai) || (ai->ai_family == AF_INET) != (pass == 0))
+        continue;
+      net_addr_t a;
+      ai_copy(ai, &a);
+      int dup = 0;
+      for (int i = 0; i < *n && !dup; i++)
+        dup = net_addr_equal(&out[i], &a);
+      if (!dup)
+        out[(*n)++] = a;
+    }
+  freeaddrinfo(res);
+  if (*n == 0)
+    return err_set(SHARC_ERR_NET,
+                   "net: host '%s' has no IPv4 or IPv6 address; use an IP "
+                   "address or a name every host can resolve",
+                   host);
+  return SHARC_OK;
+}
+
+int net_host_is_numeric(const char *host) {
+  struct in6_addr a6;
+  struct in_addr a4;
+  return host && (inet_pton(AF_INET, host, &a4) == 1 ||
+                  inet_pton(AF_INET6, host, &a6) == 1);
 }
 
 sharc_status_t net_split_hostport(const char *s, const char *what, char *host,
@@ -129,6 +192,81 @@ void net_addr_set_port(net_addr_t *a, int port) {
     ((struct sockaddr_in6 *)&a->sa)->sin6_port = htons((uint16_t)port);
 }
 
+int net_addr_equal(const net_addr_t *a, const net_addr_t *b) {
+  if (a->sa.ss_family != b->sa.ss_family ||
+      net_addr_port(a) != net_addr_port(b))
+    return 0;
+  if (a->sa.ss_family == AF_INET)
+    return ((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr ==
+           ((const struct sockaddr_in *)&b->sa)->sin_addr.s_addr;
+  if (a->sa.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)&a->sa,
+                              *y = (const struct sockaddr_in6 *)&b->sa;
+    return !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) &&
+           x->sin6_scope_id == y->sin6_scope_id;
+  }
+  return 0;
+}
+
+int net_addr_is_loopback(const net_addr_t *a) {
+  if (a->sa.ss_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr) >>
+            24) == 127;
+  if (a->sa.ss_family == AF_INET6) {
+    const struct in6_addr *x =
+        &((const struct sockaddr_in6 *)&a->sa)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(x))
+      return x->s6_addr[12] == 127;
+    return IN6_IS_ADDR_LOOPBACK(x);
+  }
+  return 0;
+}
+
+int net_addr_is_wildcard(const net_addr_t *a) {
+  if (a->sa.ss_family == AF_INET)
+    return ((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr ==
+           htonl(INADDR_ANY);
+  if (a->sa.ss_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(
+        &((const struct sockaddr_in6 *)&a->sa)->sin6_addr);
+  return 0;
+}
+
+int net_addr_is_local(const net_addr_t *a) {
+  if ((a->sa.ss_family != AF_INET && a->sa.ss_family != AF_INET6) ||
+      net_addr_is_wildcard(a))
+    return 0;
+  int s = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return 0;
+  net_addr_t any = *a; /* port 0: only the address is in question */
+  net_addr_set_port(&any, 0);
+  int ok = bind(s, (const struct sockaddr *)&any.sa, any.len) == 0;
+  close(s);
+  return ok;
+}
+
+sharc_status_t net_route_source(const net_addr_t *dst, net_addr_t *out) {
+  char as[96];
+  net_addr_t d = *dst;
+  if (net_addr_port(&d) == 0)
+    net_addr_set_port(&d, 9); /* connect() wants a port; nothing is sent */
+  /* A UDP connect() only picks the route and source address: no packet. */
+  int s = socket(d.sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return err_set(SHARC_ERR_SYSTEM, "net: socket: %s", strerror(errno));
+  sharc_status_t st;
+  if (connect(s, (const struct sockaddr *)&d.sa, d.len) != 0)
+    st = err_set(SHARC_ERR_NET,
+                 "net: no route from this host to %s: %s; set "
+                 "SHARC_SOCKET_IFNAME",
+                 net_addr_str(dst, as, sizeof as), strerror(errno));
+  else
+    st = net_local_addr(s, out);
+  close(s);
+  return st;
+}
+
 /* ---- socket set-up ---- */
 
 void net_set_nonblocking(int fd) {
@@ -178,6 +316,11 @@ static double secs(uint64_t ns) { return (double)ns / 1e9; }
 sharc_status_t net_listen(const net_addr_t *addr, int backlog, int *fd,
                           net_addr_t *bound) {
   char as[96];
+  if (net_addr_is_wildcard(addr))
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "net: refusing to listen on %s (every interface); pass "
+                   "the address of one interface (SHARC_SOCKET_IFNAME)",
+                   net_addr_str(addr, as, sizeof as));
   int s =
       socket(addr->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s < 0)
@@ -185,10 +328,6 @@ sharc_status_t net_listen(const net_addr_t *addr, int backlog, int *fd,
                    net_addr_str(addr, as, sizeof as), strerror(errno));
   int one = 1;
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (addr->sa.ss_family == AF_INET6) {
-    int zero = 0; /* a wildcard v6 listener also takes IPv4 peers */
-    setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-  }
   if (bind(s, (const struct sockaddr *)&addr->sa, addr->len) != 0) {
     int e = errno;
     close(s);

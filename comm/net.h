@@ -17,8 +17,15 @@ typedef struct {
   socklen_t len;
 } net_addr_t;
 
-/* host is a name, IPv4 or IPv6 literal; port 0..65535. */
+/* host is a name, IPv4 or IPv6 literal; port 0..65535. The first IPv4
+ * address, else the first IPv6 one. */
 sharc_status_t net_resolve(const char *host, int port, net_addr_t *out);
+/* Every address of host (IPv4 first, duplicates removed), at most max, into
+ * out[0..*n). SHARC_ERR_NET when there is none. */
+sharc_status_t net_resolve_all(const char *host, int port, net_addr_t *out,
+                               int max, int *n);
+/* 1 when host is an IPv4 or IPv6 literal (no name lookup needed). */
+int net_host_is_numeric(const char *host);
 /* Parses "host:port" or "[v6]:port". `what` names the source (for example
  * "SHARC_ADDR") in the error message. */
 sharc_status_t net_parse_hostport(const char *s, const char *what,
@@ -31,9 +38,23 @@ sharc_status_t net_split_hostport(const char *s, const char *what, char *host,
 const char *net_addr_str(const net_addr_t *a, char *buf, size_t len);
 int net_addr_port(const net_addr_t *a);
 void net_addr_set_port(net_addr_t *a, int port);
+/* Same family, address, port (and IPv6 scope). */
+int net_addr_equal(const net_addr_t *a, const net_addr_t *b);
+/* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z. */
+int net_addr_is_loopback(const net_addr_t *a);
+/* 0.0.0.0 or :: (every interface). */
+int net_addr_is_wildcard(const net_addr_t *a);
+/* 1 when this host can bind the address (it is one of its own; the whole
+ * 127.0.0.0/8 counts); the port is ignored. Never 1 for the wildcard. */
+int net_addr_is_local(const net_addr_t *a);
+/* The source address this host uses to reach dst (port 0): the interface
+ * of the route to it. No packet is sent. */
+sharc_status_t net_route_source(const net_addr_t *dst, net_addr_t *out);
 
 /* Listening socket bound to addr (port 0: any free port), non-blocking,
- * SO_REUSEADDR, close-on-exec; *bound receives the actual address. */
+ * SO_REUSEADDR, close-on-exec; *bound receives the actual address. The
+ * wildcard address (0.0.0.0, ::) is refused with SHARC_ERR_INVALID_ARG:
+ * sharc listens on one interface, never on all of them. */
 sharc_status_t net_listen(const net_addr_t *addr, int backlog, int *fd,
                           net_addr_t *bound);
 /* Accepts one connection or times out; returned fd is blocking,

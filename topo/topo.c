@@ -8,10 +8,13 @@
  */
 #include "topo.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core.h"
 
@@ -502,7 +505,46 @@ static void sort_gpus(hw_ctx_t *c) {
     }
 }
 
+/* hwloc 2.9 itself crashes on some malformed exports (an object without
+ * complete_cpuset: lstopo dies on them too), so an export is first loaded
+ * in a child process; only one that hwloc survives is loaded here. */
+static sharc_status_t hw_probe_xml(const char *xml) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0)
+    return SHARC_OK; /* cannot check: load it as before */
+  if (pid == 0) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL; /* die quietly, without a sanitizer report */
+    int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGILL, SIGALRM};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+      sigaction(sigs[i], &dfl, NULL);
+    alarm(30);
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) == 0) {
+      hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
+      if (hwloc_topology_set_xml(t, xml) == 0)
+        hwloc_topology_load(t);
+      hwloc_topology_destroy(t);
+    }
+    _exit(0);
+  }
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0)
+    if (errno != EINTR)
+      return SHARC_OK;
+  if (WIFSIGNALED(ws))
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "topo: hwloc crashed (signal %d) reading %s: the export is "
+                   "malformed; make a new one with lstopo --of xml FILE",
+                   WTERMSIG(ws), xml);
+  return SHARC_OK;
+}
+
 static sharc_status_t hw_load(const char *xml, topo_machine_t *m) {
+  if (xml)
+    CHECK(hw_probe_xml(xml));
   hw_ctx_t c = {0};
   c.m = m;
   sharc_status_t st = SHARC_OK;

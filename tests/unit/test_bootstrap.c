@@ -15,44 +15,11 @@
 #include "net.h"
 
 #include "unit/expect.h"
-
-static const char *const all_vars[] = {"SHARC_RANK",
-                                       "SHARC_WORLD_SIZE",
-                                       "SHARC_ADDR",
-                                       "SHARC_LOCAL_RANK",
-                                       "SHARC_LOCAL_SIZE",
-                                       "SHARC_TOKEN",
-                                       "SHARC_PORT",
-                                       "SHARC_SOCKET_IFNAME",
-                                       "SHARC_HOSTID",
-                                       "RANK",
-                                       "WORLD_SIZE",
-                                       "LOCAL_RANK",
-                                       "LOCAL_WORLD_SIZE",
-                                       "MASTER_ADDR",
-                                       "MASTER_PORT",
-                                       "TORCHELASTIC_RUN_ID",
-                                       "SLURM_PROCID",
-                                       "SLURM_NTASKS",
-                                       "SLURM_NPROCS",
-                                       "SLURM_LOCALID",
-                                       "SLURM_NTASKS_PER_NODE",
-                                       "SLURM_STEP_NODELIST",
-                                       "SLURM_JOB_NODELIST",
-                                       "SLURM_NODELIST",
-                                       "SLURM_JOB_ID",
-                                       "SLURM_STEP_ID",
-                                       "OMPI_COMM_WORLD_RANK",
-                                       "OMPI_COMM_WORLD_SIZE",
-                                       "OMPI_COMM_WORLD_LOCAL_RANK",
-                                       "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                       "OMPI_MCA_ess_base_jobid",
-                                       "PMIX_NAMESPACE",
-                                       NULL};
+#include "unit/free_port.h"
 
 static void clear_env(void) {
-  for (int i = 0; all_vars[i]; i++)
-    unsetenv(all_vars[i]);
+  for (int i = 0; bootstrap_env_vars[i]; i++)
+    unsetenv(bootstrap_env_vars[i]);
 }
 
 static void set(const char *k, const char *v) { setenv(k, v, 1); }
@@ -339,17 +306,6 @@ static void test_net_misc(void) {
   unsetenv("SHARC_HOSTID");
   uint64_t h1 = host_identity(), h2 = host_identity();
   EXPECT(ha != hb && h1 == h2 && h1 != ha, "host identity");
-}
-
-static int free_port(void) {
-  net_addr_t a, b;
-  int fd, port = -1;
-  if (net_resolve("127.0.0.1", 0, &a) == SHARC_OK &&
-      net_listen(&a, 1, &fd, &b) == SHARC_OK) {
-    port = net_addr_port(&b);
-    close(fd);
-  }
-  return port;
 }
 
 typedef struct {

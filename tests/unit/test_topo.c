@@ -370,6 +370,18 @@ static void test_errors(void) {
   st = topo_machine_load("/", &m);
   EXPECT(st == SHARC_ERR_INVALID_ARG && m == NULL, "directory: %s (%s)",
          sharc_status_name(st), err_last());
+  /* An export that crashes hwloc 2.9 itself (found by the fuzzer): refused
+   * with a message, and this process lives on. */
+  if (topo_have_hwloc()) {
+    char crash[512];
+    snprintf(crash, sizeof crash, "%s/%s", SHARC_TOPO_XML_DIR,
+             "../../fuzz/regress/fuzz_topo_xml/"
+             "hwloc-crash-no-complete-cpuset.xml");
+    st = topo_machine_load(crash, &m);
+    EXPECT(st == SHARC_ERR_INVALID_ARG && m == NULL &&
+               strstr(err_last(), "hwloc crashed"),
+           "hwloc-crashing export: %s (%s)", sharc_status_name(st), err_last());
+  }
 }
 
 /* A model built by hand: host bridge 0 with a root port (1) holding a

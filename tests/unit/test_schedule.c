@@ -146,15 +146,21 @@ static int map_hosts(const char *map, int *host) {
   return n;
 }
 
-static void sim_map(sched_algo_t algo, sched_coll_t coll, const char *map,
-                    size_t count, int inplace, int nchan, int root,
-                    sharc_dtype_t dt, sharc_op_t op) {
-  int host[64], order[64];
+/* host[] of a map and its topology ring order; returns the rank count. */
+static int map_layout(const char *map, int *host, int *order) {
   topo_loc_t loc[64] = {{0}};
   int n = map_hosts(map, host);
   for (int r = 0; r < n; r++)
     loc[r] = (topo_loc_t){host[r], -1, -1, -1, -1};
   place_ring_order(n, loc, order);
+  return n;
+}
+
+static void sim_map(sched_algo_t algo, sched_coll_t coll, const char *map,
+                    size_t count, int inplace, int nchan, int root,
+                    sharc_dtype_t dt, sharc_op_t op) {
+  int host[64], order[64];
+  int n = map_layout(map, host, order);
   sched_args_t a = {.coll = coll,
                     .rank = 0,
                     .nranks = n,
@@ -219,11 +225,7 @@ static void sweep_hosts(int quick) {
  * order (the ring's inter-host edge carries 2(n-1)/n of it). */
 static size_t host_out_elems(sched_algo_t algo, const char *map, size_t count) {
   int host[64], order[64];
-  topo_loc_t loc[64] = {{0}};
-  int n = map_hosts(map, host);
-  for (int r = 0; r < n; r++)
-    loc[r] = (topo_loc_t){host[r], -1, -1, -1, -1};
-  place_ring_order(n, loc, order);
+  int n = map_layout(map, host, order);
   size_t out = 0;
   for (int r = 0; r < n; r++) {
     if (host[r] != 0)

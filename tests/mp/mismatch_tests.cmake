@@ -11,14 +11,9 @@ target_include_directories(mismatch PRIVATE ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(mismatch PRIVATE sharc)
 
 foreach(tp shm tcp)
-  if(tp STREQUAL "shm")
-    set(env_tp auto)
-  else()
-    set(env_tp tcp)
-  endif()
   foreach(n 2 4)
     sharc_mp_test(mp.check.coll.${tp}.n${n} 120 ${n}
-      "SHARC_CHECK=1;SHARC_TRANSPORT=${env_tp};SHARC_TIMEOUT=30"
+      "SHARC_CHECK=1;SHARC_TRANSPORT=${tp};SHARC_TIMEOUT=30"
       ${SHARC_MP_RUN} -n ${n} --timeout 100 $<TARGET_FILE:coll_check> --small)
   endforeach()
   sharc_mp_test(mp.check.mismatch.${tp} 120 4 ""

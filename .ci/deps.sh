@@ -2,7 +2,7 @@
 # Installs the Debian packages sharc needs, only those missing (idempotent).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config iproute2 clang-format git python3 coreutils
-      libopenmpi-dev openmpi-bin libhwloc-dev graphviz
+      libopenmpi-dev openmpi-bin libhwloc-dev graphviz libopenblas-dev zlib1g-dev dataset-fashion-mnist
       clang libclang-rt-14-dev) # clang + libFuzzer: tests/fuzz/run_fuzz.sh
 missing=()
 for p in "${pkgs[@]}"; do

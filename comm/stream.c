@@ -18,6 +18,8 @@
 typedef struct work {
   struct work *next;
   coll_call_t call;
+  void (*host_fn)(void *); /* non-NULL: a host function, not a collective */
+  void *host_arg;
 } work_t;
 
 struct sharc_stream {
@@ -78,7 +80,9 @@ static void *stream_main(void *arg) {
       work_t *w = batch;
       batch = w->next;
       sharc_status_t st = SHARC_OK;
-      if (s->err != SHARC_OK) /* sticky: skip, but keep the comm's order */
+      if (w->host_fn) /* runs even after an error: it may free resources */
+        w->host_fn(w->host_arg);
+      else if (s->err != SHARC_OK) /* sticky: skip, keep the comm's order */
         coll_skip(&w->call);
       else
         st = coll_execute(&w->call);
@@ -119,6 +123,8 @@ sharc_status_t sharc_stream_create(sharc_stream_t *stream) {
   return SHARC_OK;
 }
 
+static sharc_status_t push(struct sharc_stream *s, work_t *w);
+
 sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
   work_t *w = malloc(sizeof *w);
   if (!w) {
@@ -128,6 +134,26 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
   }
   w->next = NULL;
   w->call = *call;
+  w->host_fn = NULL;
+  w->host_arg = NULL;
+  return push(s, w);
+}
+
+sharc_status_t sharc_stream_launch_host_func(sharc_stream_t s, void (*fn)(void *),
+                                             void *arg) {
+  if (!s || !fn)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_stream_launch_host_func: stream or fn is NULL");
+  work_t *w = calloc(1, sizeof *w);
+  if (!w)
+    return err_set(SHARC_ERR_NO_MEM, "stream: out of memory");
+  w->host_fn = fn;
+  w->host_arg = arg;
+  return push(s, w);
+}
+
+/* Appends w to the queue, waking the worker when it sleeps. */
+static sharc_status_t push(struct sharc_stream *s, work_t *w) {
   pthread_mutex_lock(&s->lock);
   if (s->tail)
     s->tail->next = w;

@@ -188,6 +188,14 @@ SHARC_API sharc_status_t sharc_stream_destroy(sharc_stream_t stream);
  * error of that work (sticky: later calls return it too). */
 SHARC_API sharc_status_t sharc_stream_synchronize(sharc_stream_t stream);
 
+/* Enqueues fn(arg) on stream: it runs on the stream's thread after the
+ * work enqueued before it and before the work enqueued after it (as
+ * cudaLaunchHostFunc), also after an earlier error. fn must not call sharc
+ * on this stream. Thread safe. */
+SHARC_API sharc_status_t sharc_stream_launch_host_func(sharc_stream_t stream,
+                                                       void (*fn)(void *),
+                                                       void *arg);
+
 SHARC_API sharc_status_t sharc_event_create(sharc_event_t *event);
 SHARC_API sharc_status_t sharc_event_destroy(sharc_event_t event);
 /* Captures the work enqueued on stream so far; the event completes when it

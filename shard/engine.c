@@ -1,0 +1,600 @@
+/*
+ * engine.c - the FSDP engine's life cycle and data movement: creation (the
+ * strategy's communicators, layout and deterministic initialisation of the
+ * local slices), memory accounting by category, and the per-unit
+ * operations the schedule (step.c) is made of: gather, wait, discard,
+ * gradient accumulator, reduce. Every collective goes through the public
+ * API on the engine's own stream.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "reduce.h"
+
+/* ---- configuration ---------------------------------------------------- */
+
+void sharc_shard_config_default(sharc_shard_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->strategy = SHARC_FULL_SHARD;
+  cfg->param_dtype = SHARC_F32;
+  cfg->prefetch = 2;
+  cfg->optim.kind = SHARC_OPTIM_ADAMW;
+  cfg->optim.lr = 1e-3;
+  cfg->optim.beta1 = 0.9;
+  cfg->optim.beta2 = 0.999;
+  cfg->optim.eps = 1e-8;
+}
+
+static const char *const strategy_names[SHARC_STRATEGY_COUNT] = {
+    "full", "grad_op", "no_shard", "hybrid", "hybrid_zero2"};
+
+const char *sharc_strategy_name(sharc_strategy_t s) {
+  return (unsigned)s < SHARC_STRATEGY_COUNT ? strategy_names[s] : "unknown";
+}
+
+sharc_status_t sharc_strategy_parse(const char *name, sharc_strategy_t *s) {
+  for (int i = 0; name && i < SHARC_STRATEGY_COUNT; i++)
+    if (strcmp(name, strategy_names[i]) == 0) {
+      *s = (sharc_strategy_t)i;
+      return SHARC_OK;
+    }
+  return SHARC_ERR_INVALID_ARG;
+}
+
+/* ---- errors, time, memory ------------------------------------------------ */
+
+sharc_status_t eng_fail(struct sharc_shard *e, sharc_status_t st,
+                        const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->err, sizeof e->err, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+/* Adds the communicator's message to a failed collective's status. */
+sharc_status_t eng_coll_fail(struct sharc_shard *e, sharc_status_t st,
+                             const char *what, int u) {
+  return eng_fail(e, st, "shard: %s of unit %d ('%s') failed: %s", what, u,
+                  u >= 0 ? e->model->units[u].name : "-",
+                  sharc_comm_last_error(e->shard_comm)[0]
+                      ? sharc_comm_last_error(e->shard_comm)
+                      : sharc_status_string(st));
+}
+
+double eng_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static size_t round64(size_t b) { return (b + 63) / 64 * 64; }
+
+void *eng_alloc(struct sharc_shard *e, int cat, size_t bytes) {
+  size_t r = round64(bytes ? bytes : 1);
+  void *p = aligned_alloc(64, r);
+  if (!p)
+    return NULL;
+  e->mem_now[cat] += r;
+  e->total_now += r;
+  if (e->total_now > e->total_peak) {
+    e->total_peak = e->total_now;
+    memcpy(e->mem_at_peak, e->mem_now, sizeof e->mem_now);
+  }
+  return p;
+}
+
+void *eng_calloc(struct sharc_shard *e, int cat, size_t bytes) {
+  void *p = eng_alloc(e, cat, bytes);
+  if (p)
+    memset(p, 0, round64(bytes ? bytes : 1));
+  return p;
+}
+
+void eng_free(struct sharc_shard *e, int cat, void *p, size_t bytes) {
+  if (!p)
+    return;
+  size_t r = round64(bytes ? bytes : 1);
+  e->mem_now[cat] -= r;
+  e->total_now -= r;
+  free(p);
+}
+
+void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
+                    size_t total, sharc_mem_bytes_t *out) {
+  out->param_slices = cats[MEM_PSLICE];
+  out->grad_slices = cats[MEM_GSLICE];
+  out->optim = cats[MEM_OPTIM];
+  out->gathered = cats[MEM_GATHERED];
+  out->unsharded_grads = cats[MEM_UGRAD];
+  out->activations = cats[MEM_ACT];
+  out->total = total;
+  (void)e;
+}
+
+/* ---- gather, wait, discard ------------------------------------------------
+ */
+
+static void set_ptrs(struct sharc_shard *e, eunit_t *U) {
+  for (int k = 0; k < U->lay.ntensors; k++)
+    U->pptr[k] = U->compute + U->lay.off[k];
+  (void)e;
+}
+
+int eng_gathered_count(const struct sharc_shard *e) {
+  int c = 0;
+  for (int u = 0; u < e->model->nunits; u++)
+    c += e->units[u].state != G_NONE;
+  return c;
+}
+
+sharc_status_t eng_gather(struct sharc_shard *e, int u) {
+  eunit_t *U = &e->units[u];
+  if (U->state != G_NONE)
+    return SHARC_OK;
+  size_t pad = U->lay.padded;
+  U->gathered = eng_alloc(e, MEM_GATHERED, pad * e->psize);
+  if (!U->gathered)
+    return eng_fail(e, SHARC_ERR_NO_MEM,
+                    "shard: out of memory gathering unit %d ('%s', %zu "
+                    "elements)",
+                    u, e->model->units[u].name, pad);
+  const void *src = U->master;
+  if (e->cfg.param_dtype != SHARC_F32) {
+    /* the low-precision copy of the master slice peers gather */
+    uint16_t *lp = U->send_lp;
+    for (size_t i = 0; i < U->lay.slice; i++)
+      lp[i] = e->cfg.param_dtype == SHARC_BF16
+                  ? kernel_f32_to_bf16(U->master[i])
+                  : kernel_f32_to_f16(U->master[i]);
+    src = lp;
+  }
+  sharc_status_t st = trace_coll_begin(e, "all_gather", u);
+  if (st == SHARC_OK)
+    st = sharc_all_gather(src, U->gathered, U->lay.slice, e->cfg.param_dtype,
+                          e->shard_comm, e->stream);
+  if (st == SHARC_OK)
+    st = trace_coll_end(e);
+  if (st == SHARC_OK)
+    st = sharc_event_record(U->gather_ev, e->stream);
+  if (st != SHARC_OK) {
+    eng_free(e, MEM_GATHERED, U->gathered, pad * e->psize);
+    U->gathered = NULL;
+    return eng_coll_fail(e, st, "all-gather", u);
+  }
+  U->state = G_ISSUED;
+  return SHARC_OK;
+}
+
+sharc_status_t eng_ready(struct sharc_shard *e, int u) {
+  eunit_t *U = &e->units[u];
+  if (U->state == G_READY)
+    return SHARC_OK;
+  if (U->state == G_NONE) {
+    sharc_status_t st = eng_gather(e, u);
+    if (st != SHARC_OK)
+      return st;
+  }
+  double t0 = eng_now();
+  sharc_status_t st = sharc_event_synchronize(U->gather_ev);
+  double t1 = eng_now();
+  e->t_exposed += t1 - t0;
+  trace_span(e, "wait all_gather", u, t0, t1, 0);
+  if (st != SHARC_OK)
+    return eng_coll_fail(e, st, "all-gather", u);
+  size_t pad = U->lay.padded;
+  if (e->cfg.param_dtype == SHARC_F32) {
+    U->compute = U->gathered;
+  } else {
+    U->compute = eng_alloc(e, MEM_GATHERED, pad * sizeof(float));
+    if (!U->compute)
+      return eng_fail(e, SHARC_ERR_NO_MEM,
+                      "shard: out of memory for unit %d's f32 copy", u);
+    const uint16_t *g = U->gathered;
+    for (size_t i = 0; i < pad; i++)
+      U->compute[i] = e->cfg.param_dtype == SHARC_BF16
+                          ? kernel_bf16_to_f32(g[i])
+                          : kernel_f16_to_f32(g[i]);
+  }
+  set_ptrs(e, U);
+  U->state = G_READY;
+  return SHARC_OK;
+}
+
+void eng_discard(struct sharc_shard *e, int u) {
+  eunit_t *U = &e->units[u];
+  size_t pad = U->lay.padded;
+  if (U->state == G_ISSUED) /* never discard what a collective still writes */
+    (void)sharc_event_synchronize(U->gather_ev);
+  if (U->compute && U->compute != (float *)U->gathered)
+    eng_free(e, MEM_GATHERED, U->compute, pad * sizeof(float));
+  eng_free(e, MEM_GATHERED, U->gathered, pad * e->psize);
+  U->compute = NULL;
+  U->gathered = NULL;
+  U->state = G_NONE;
+}
+
+/* ---- gradients -------------------------------------------------------------
+ */
+
+sharc_status_t eng_ugrad(struct sharc_shard *e, int u) {
+  eunit_t *U = &e->units[u];
+  if (U->ugrad)
+    return SHARC_OK;
+  U->ugrad = eng_calloc(e, MEM_UGRAD, U->lay.padded * sizeof(float));
+  if (!U->ugrad)
+    return eng_fail(e, SHARC_ERR_NO_MEM,
+                    "shard: out of memory for unit %d's gradients (%zu "
+                    "elements)",
+                    u, U->lay.padded);
+  for (int k = 0; k < U->lay.ntensors; k++)
+    U->gptr[k] = U->ugrad + U->lay.off[k];
+  return SHARC_OK;
+}
+
+sharc_status_t eng_reduce(struct sharc_shard *e, int u) {
+  eunit_t *U = &e->units[u];
+  sharc_status_t st = trace_coll_begin(e, "reduce_scatter", u);
+  if (st == SHARC_OK)
+    st = sharc_reduce_scatter(U->ugrad, U->grad_slice, U->lay.slice, SHARC_F32,
+                              SHARC_SUM, e->shard_comm, e->stream);
+  if (st == SHARC_OK)
+    st = trace_coll_end(e);
+  if (st == SHARC_OK && e->rep_size > 1) {
+    st = trace_coll_begin(e, "all_reduce (replicas)", u);
+    if (st == SHARC_OK)
+      st = sharc_all_reduce(U->grad_slice, U->grad_slice, U->lay.slice,
+                            SHARC_F32, SHARC_SUM, e->rep_comm, e->stream);
+    if (st == SHARC_OK)
+      st = trace_coll_end(e);
+  }
+  if (st == SHARC_OK)
+    st = sharc_event_record(U->reduce_ev, e->stream);
+  if (st != SHARC_OK)
+    return eng_coll_fail(e, st, "gradient reduction", u);
+  U->reducing = 1;
+  return SHARC_OK;
+}
+
+sharc_status_t eng_reap(struct sharc_shard *e, int wait) {
+  sharc_status_t first = SHARC_OK;
+  for (int u = 0; u < e->model->nunits; u++) {
+    eunit_t *U = &e->units[u];
+    if (!U->reducing)
+      continue;
+    int done = 0;
+    sharc_status_t st;
+    if (wait)
+      st = sharc_event_synchronize(U->reduce_ev), done = 1;
+    else
+      st = sharc_event_query(U->reduce_ev, &done);
+    if (st != SHARC_OK && first == SHARC_OK)
+      first = eng_coll_fail(e, st, "gradient reduction", u);
+    if (!done && st == SHARC_OK)
+      continue;
+    if (st != SHARC_OK) /* the stream is dead: wait it out before freeing */
+      (void)sharc_stream_synchronize(e->stream);
+    eng_free(e, MEM_UGRAD, U->ugrad, U->lay.padded * sizeof(float));
+    U->ugrad = NULL;
+    U->reducing = 0;
+  }
+  return first;
+}
+
+/* Waits for the communication stream; the wait counts as exposed. */
+sharc_status_t eng_sync(struct sharc_shard *e) {
+  double t0 = eng_now();
+  sharc_status_t st = sharc_stream_synchronize(e->stream);
+  double t1 = eng_now();
+  e->t_exposed += t1 - t0;
+  trace_span(e, "wait stream", -1, t0, t1, 0);
+  if (st != SHARC_OK)
+    return eng_coll_fail(e, st, "communication", -1);
+  return SHARC_OK;
+}
+
+/* ---- creation
+ * ----------------------------------------------------------------- */
+
+static sharc_status_t validate(const sharc_model_t *m,
+                               const sharc_shard_config_t *c, char *err,
+                               size_t n) {
+  if (!m->forward || !m->backward || !m->out_bytes || !m->saved_bytes ||
+      !m->scratch_bytes) {
+    snprintf(err, n,
+             "sharc_shard_create: model '%s' lacks a callback "
+             "(forward, backward, out_bytes, saved_bytes, scratch_bytes "
+             "are all required)",
+             m->name ? m->name : "?");
+    return SHARC_ERR_INVALID_ARG;
+  }
+  if (m->nunits < 1 || !m->units || m->nstages < 1 || !m->stages) {
+    snprintf(err, n,
+             "sharc_shard_create: model '%s' has %d units and %d "
+             "stages; it needs at least one of each",
+             m->name ? m->name : "?", m->nunits, m->nstages);
+    return SHARC_ERR_INVALID_ARG;
+  }
+  for (int s = 0; s < m->nstages; s++)
+    if (m->stages[s].unit < 0 || m->stages[s].unit >= m->nunits) {
+      snprintf(err, n,
+               "sharc_shard_create: stage %d uses unit %d; units "
+               "are 0..%d",
+               s, m->stages[s].unit, m->nunits - 1);
+      return SHARC_ERR_INVALID_ARG;
+    }
+  if ((unsigned)c->strategy >= SHARC_STRATEGY_COUNT) {
+    snprintf(err, n,
+             "sharc_shard_create: strategy %d is not one of "
+             "full, grad_op, no_shard, hybrid, hybrid_zero2",
+             (int)c->strategy);
+    return SHARC_ERR_INVALID_ARG;
+  }
+  if (c->param_dtype != SHARC_F32 && c->param_dtype != SHARC_BF16 &&
+      c->param_dtype != SHARC_F16) {
+    snprintf(err, n,
+             "sharc_shard_create: param_dtype %s; use f32, bf16 or "
+             "f16",
+             sharc_dtype_name(c->param_dtype));
+    return SHARC_ERR_INVALID_ARG;
+  }
+  const sharc_optim_t *o = &c->optim;
+  if (!(o->lr >= 0) || !(o->momentum >= 0 && o->momentum < 1) ||
+      !(o->weight_decay >= 0) || !(c->clip_norm >= 0) ||
+      (o->kind == SHARC_OPTIM_ADAMW &&
+       !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1 &&
+         o->eps > 0)) ||
+      (o->kind != SHARC_OPTIM_SGD && o->kind != SHARC_OPTIM_ADAMW)) {
+    snprintf(err, n,
+             "sharc_shard_create: optimizer settings out of range "
+             "(lr %g, momentum %g, betas %g %g, eps %g, weight decay %g, "
+             "clip %g); lr, decay, clip >= 0, momentum and betas in [0, 1), "
+             "eps > 0",
+             o->lr, o->momentum, o->beta1, o->beta2, o->eps, o->weight_decay,
+             c->clip_norm);
+    return SHARC_ERR_INVALID_ARG;
+  }
+  if (c->prefetch < 0 || c->shard_group < 0) {
+    snprintf(err, n,
+             "sharc_shard_create: prefetch %d and shard_group %d "
+             "must be >= 0",
+             c->prefetch, c->shard_group);
+    return SHARC_ERR_INVALID_ARG;
+  }
+  return SHARC_OK;
+}
+
+static sharc_status_t setup_comms(struct sharc_shard *e, sharc_comm_t comm) {
+  int group;
+  switch (e->cfg.strategy) {
+  case SHARC_NO_SHARD:
+    group = 1;
+    break;
+  case SHARC_HYBRID_SHARD:
+  case SHARC_HYBRID_SHARD_ZERO2:
+    group = e->cfg.shard_group; /* 0: one shard group per host */
+    break;
+  default:
+    group = e->world;
+  }
+  sharc_status_t st =
+      sharc_comm_split_hsdp(comm, group, &e->shard_comm, &e->rep_comm);
+  if (st != SHARC_OK)
+    return eng_fail(e, st, "sharc_shard_create: strategy %s: %s",
+                    sharc_strategy_name(e->cfg.strategy),
+                    sharc_comm_last_error(comm));
+  sharc_comm_rank(e->shard_comm, &e->shard_rank);
+  sharc_comm_size(e->shard_comm, &e->shards);
+  sharc_comm_size(e->rep_comm, &e->rep_size);
+  return SHARC_OK;
+}
+
+static sharc_status_t setup_unit(struct sharc_shard *e, int u) {
+  eunit_t *U = &e->units[u];
+  const sharc_unit_spec_t *spec = &e->model->units[u];
+  char err[300];
+  if (layout_unit(spec, e->shards, &U->lay, err, sizeof err) != 0)
+    return eng_fail(e, SHARC_ERR_INVALID_ARG, "sharc_shard_create: %s", err);
+  size_t sl = U->lay.slice;
+  U->master = eng_alloc(e, MEM_PSLICE, sl * sizeof(float));
+  U->grad_slice = eng_calloc(e, MEM_GSLICE, sl * sizeof(float));
+  U->opt_a = eng_calloc(e, MEM_OPTIM, sl * sizeof(float));
+  if (e->cfg.optim.kind == SHARC_OPTIM_ADAMW)
+    U->opt_b = eng_calloc(e, MEM_OPTIM, sl * sizeof(float));
+  if (e->cfg.param_dtype != SHARC_F32)
+    U->send_lp = eng_alloc(e, MEM_PSLICE, sl * sizeof(uint16_t));
+  if (!U->master || !U->grad_slice || !U->opt_a ||
+      (e->cfg.optim.kind == SHARC_OPTIM_ADAMW && !U->opt_b) ||
+      (e->cfg.param_dtype != SHARC_F32 && !U->send_lp))
+    return eng_fail(e, SHARC_ERR_NO_MEM,
+                    "sharc_shard_create: out of memory for unit %d ('%s', "
+                    "slice of %zu elements)",
+                    u, spec->name, sl);
+  /* Element g of the flat buffer is element g - off[k] of tensor k. */
+  size_t lo = (size_t)e->shard_rank * sl;
+  for (size_t i = 0; i < sl; i++) {
+    size_t g = lo + i;
+    float v = 0.0f;
+    for (int k = 0; k < U->lay.ntensors && g < U->lay.numel; k++)
+      if (g >= U->lay.off[k] && g < U->lay.off[k] + U->lay.count[k]) {
+        v = layout_init_value(&spec->params[k], e->cfg.seed, u, k,
+                              g - U->lay.off[k]);
+        break;
+      }
+    U->master[i] = v;
+  }
+  U->first_stage = -1;
+  for (int s = 0; s < e->model->nstages; s++)
+    if (e->model->stages[s].unit == u) {
+      if (U->first_stage < 0)
+        U->first_stage = s;
+      U->last_stage = s;
+    }
+  if (sharc_event_create(&U->gather_ev) != SHARC_OK ||
+      sharc_event_create(&U->reduce_ev) != SHARC_OK)
+    return eng_fail(e, SHARC_ERR_NO_MEM, "sharc_shard_create: no events");
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_shard_create(sharc_comm_t comm, const sharc_model_t *model,
+                                  const sharc_shard_config_t *cfg,
+                                  sharc_shard_t *engine) {
+  if (!engine)
+    return SHARC_ERR_INVALID_ARG;
+  *engine = NULL;
+  if (!comm || !model || !cfg)
+    return SHARC_ERR_INVALID_ARG;
+  struct sharc_shard *e = calloc(1, sizeof *e);
+  if (!e)
+    return SHARC_ERR_NO_MEM;
+  e->model = model;
+  e->cfg = *cfg;
+  e->t_origin = eng_now();
+  sharc_status_t st = validate(model, cfg, e->err, sizeof e->err);
+  if (st == SHARC_OK) {
+    if (e->cfg.prefetch == 0)
+      e->cfg.prefetch = 2;
+    e->psize = sharc_dtype_size(cfg->param_dtype);
+    e->lr = cfg->optim.lr;
+    e->keep = cfg->strategy == SHARC_SHARD_GRAD_OP ||
+              cfg->strategy == SHARC_HYBRID_SHARD_ZERO2 ||
+              cfg->strategy == SHARC_NO_SHARD;
+    sharc_comm_rank(comm, &e->world_rank);
+    sharc_comm_size(comm, &e->world);
+    st = setup_comms(e, comm);
+  }
+  if (st == SHARC_OK && sharc_stream_create(&e->stream) != SHARC_OK)
+    st = eng_fail(e, SHARC_ERR_SYSTEM, "sharc_shard_create: no stream: %s",
+                  sharc_last_error());
+  if (st == SHARC_OK) {
+    e->units = calloc((size_t)model->nunits, sizeof *e->units);
+    e->outs = calloc((size_t)model->nstages, sizeof *e->outs);
+    if (!e->units || !e->outs)
+      st = eng_fail(e, SHARC_ERR_NO_MEM, "sharc_shard_create: out of memory");
+  }
+  for (int u = 0; st == SHARC_OK && u < model->nunits; u++)
+    st = setup_unit(e, u);
+  if (st == SHARC_OK)
+    trace_open(e);
+  /* ranks agree that every one of them is ready (and fail together) */
+  int ok = st == SHARC_OK, all_ok = 0;
+  if (e->shard_comm) {
+    sharc_status_t s2 =
+        sharc_all_reduce(&ok, &all_ok, 1, SHARC_I32, SHARC_MIN, comm, NULL);
+    if (st == SHARC_OK && s2 != SHARC_OK)
+      st = eng_fail(e, s2, "sharc_shard_create: %s",
+                    sharc_comm_last_error(comm));
+    else if (st == SHARC_OK && !all_ok)
+      st = eng_fail(e, SHARC_ERR_INVALID_ARG,
+                    "sharc_shard_create: another rank failed to create its "
+                    "engine (see its message)");
+  }
+  if (st != SHARC_OK) {
+    fprintf(stderr, "sharc: %s\n", e->err);
+    sharc_shard_destroy(e);
+    return st;
+  }
+  *engine = e;
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_shard_destroy(sharc_shard_t e) {
+  if (!e)
+    return SHARC_OK;
+  if (e->stream)
+    (void)sharc_stream_synchronize(e->stream);
+  for (int u = 0; e->units && u < e->model->nunits; u++) {
+    eunit_t *U = &e->units[u];
+    size_t sl = U->lay.slice;
+    if (U->state != G_NONE)
+      eng_discard(e, u);
+    eng_free(e, MEM_UGRAD, U->ugrad, U->lay.padded * sizeof(float));
+    eng_free(e, MEM_PSLICE, U->master, sl * sizeof(float));
+    eng_free(e, MEM_PSLICE, U->send_lp, sl * sizeof(uint16_t));
+    eng_free(e, MEM_GSLICE, U->grad_slice, sl * sizeof(float));
+    eng_free(e, MEM_OPTIM, U->opt_a, sl * sizeof(float));
+    eng_free(e, MEM_OPTIM, U->opt_b, sl * sizeof(float));
+    if (U->gather_ev)
+      sharc_event_destroy(U->gather_ev);
+    if (U->reduce_ev)
+      sharc_event_destroy(U->reduce_ev);
+  }
+  trace_close(e);
+  if (e->stream)
+    sharc_stream_destroy(e->stream);
+  sharc_comm_destroy(e->rep_comm);
+  sharc_comm_destroy(e->shard_comm);
+  free(e->units);
+  free(e->outs);
+  free(e);
+  return SHARC_OK;
+}
+
+/* ---- small accessors
+ * ------------------------------------------------------------ */
+
+const char *sharc_shard_last_error(sharc_shard_t e) {
+  return e ? e->err : "sharc_shard: engine is NULL";
+}
+
+sharc_status_t sharc_shard_set_lr(sharc_shard_t e, double lr) {
+  if (!e || !(lr >= 0))
+    return SHARC_ERR_INVALID_ARG;
+  e->lr = lr;
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_shard_steps(sharc_shard_t e, uint64_t *steps) {
+  if (!e || !steps)
+    return SHARC_ERR_INVALID_ARG;
+  *steps = e->steps;
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_shard_unit_numel(sharc_shard_t e, int unit, size_t *numel,
+                                      size_t *slice) {
+  if (!e || unit < 0 || unit >= e->model->nunits)
+    return SHARC_ERR_INVALID_ARG;
+  if (numel)
+    *numel = e->units[unit].lay.numel;
+  if (slice)
+    *slice = e->units[unit].lay.slice;
+  return SHARC_OK;
+}
+
+/* Gathers one f32 per-rank slice array (master or optimizer state) of unit
+ * u into full (padded elements). Collective over the shard group. */
+sharc_status_t eng_gather_f32(struct sharc_shard *e, int u, const float *slice,
+                              float *full) {
+  sharc_status_t st = sharc_stream_synchronize(e->stream);
+  if (st == SHARC_OK)
+    st = sharc_all_gather(slice, full, e->units[u].lay.slice, SHARC_F32,
+                          e->shard_comm, NULL);
+  if (st != SHARC_OK)
+    return eng_coll_fail(e, st, "all-gather", u);
+  return SHARC_OK;
+}
+
+sharc_status_t sharc_shard_unit_params(sharc_shard_t e, int unit, float *out,
+                                       size_t numel) {
+  if (!e || !out || unit < 0 || unit >= e->model->nunits)
+    return SHARC_ERR_INVALID_ARG;
+  eunit_t *U = &e->units[unit];
+  if (numel != U->lay.numel)
+    return eng_fail(e, SHARC_ERR_INVALID_ARG,
+                    "sharc_shard_unit_params: unit %d has %zu elements, "
+                    "not %zu",
+                    unit, U->lay.numel, numel);
+  float *full = malloc(U->lay.padded * sizeof(float));
+  if (!full)
+    return eng_fail(e, SHARC_ERR_NO_MEM, "sharc_shard_unit_params: no memory");
+  sharc_status_t st = eng_gather_f32(e, unit, U->master, full);
+  if (st == SHARC_OK)
+    memcpy(out, full, numel * sizeof(float));
+  free(full);
+  return st;
+}

@@ -1,0 +1,126 @@
+/*
+ * engine.h - the FSDP engine's state, shared by its files: engine.c
+ * (creation, memory, gather and reduce), step.c (the per-step schedule),
+ * optim.c (optimizers on the local slices), ckpt.c (checkpoints) and
+ * trace.c (collective spans and the Chrome trace).
+ */
+#ifndef SHARC_SHARD_ENGINE_H
+#define SHARC_SHARD_ENGINE_H
+
+#include <stdio.h>
+
+#include "layout.h"
+#include "sharc_shard.h"
+
+enum {
+  MEM_PSLICE,
+  MEM_GSLICE,
+  MEM_OPTIM,
+  MEM_GATHERED,
+  MEM_UGRAD,
+  MEM_ACT,
+  MEM_NCAT
+};
+
+enum { G_NONE, G_ISSUED, G_READY }; /* a unit's gathered parameters */
+
+typedef struct span span_t;
+
+typedef struct {
+  layout_t lay;
+  float *master;     /* f32 slice: lay.slice elements */
+  void *send_lp;     /* the slice in param_dtype, mixed precision only */
+  float *grad_slice; /* reduced gradient slice */
+  float *opt_a;      /* SGD momentum / AdamW first moment */
+  float *opt_b;      /* AdamW second moment */
+  void *gathered;    /* lay.padded elements of param_dtype, or NULL */
+  float *compute;    /* f32 full parameters the callbacks read */
+  int state;         /* G_* */
+  sharc_event_t gather_ev;
+  float *ugrad; /* lay.padded f32 gradient accumulator (backward) */
+  sharc_event_t reduce_ev;
+  int reducing; /* ugrad is being reduced; free when reduce_ev ends */
+  int first_stage, last_stage; /* the stages that use it */
+  const float *pptr[SHARC_UNIT_MAX_PARAMS];
+  float *gptr[SHARC_UNIT_MAX_PARAMS];
+} eunit_t;
+
+typedef struct { /* one stage's activations within a micro-batch */
+  void *out;
+  size_t out_b;
+  void *saved;
+  size_t saved_b;
+} estage_t;
+
+struct sharc_shard {
+  const sharc_model_t *model;
+  sharc_shard_config_t cfg;
+  sharc_comm_t shard_comm, rep_comm; /* rep_comm has size 1 unless hybrid */
+  int shard_rank, shards, rep_size, world_rank, world;
+  int keep;     /* SHARD_GRAD_OP, hybrid ZeRO-2, NO_SHARD: gathered f->b */
+  size_t psize; /* bytes of one gathered parameter element */
+  sharc_stream_t stream;
+  eunit_t *units;
+  estage_t *outs;
+  uint64_t steps;
+  double lr;
+  /* memory by category: now, and the categories when the total peaked */
+  size_t mem_now[MEM_NCAT], mem_at_peak[MEM_NCAT], total_now, total_peak;
+  /* step timing */
+  double t_compute, t_exposed;
+  span_t *spans, *spans_tail; /* collectives of this step (trace.c) */
+  span_t *open_span;          /* enqueued, its end not yet enqueued */
+  FILE *trace;                /* Chrome trace, or NULL */
+  int trace_first;
+  double t_origin; /* monotonic seconds at creation */
+  char err[512];
+};
+
+/* engine.c */
+sharc_status_t eng_fail(struct sharc_shard *e, sharc_status_t st,
+                        const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+sharc_status_t eng_coll_fail(struct sharc_shard *e, sharc_status_t st,
+                             const char *what, int u);
+/* 64-byte aligned memory counted in category cat; free with the same
+ * size. */
+void *eng_alloc(struct sharc_shard *e, int cat, size_t bytes);
+void *eng_calloc(struct sharc_shard *e, int cat, size_t bytes);
+void eng_free(struct sharc_shard *e, int cat, void *p, size_t bytes);
+void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
+                    size_t total, sharc_mem_bytes_t *out);
+double eng_now(void);
+/* Enqueues the all-gather of unit u (no-op when gathered or in flight). */
+sharc_status_t eng_gather(struct sharc_shard *e, int u);
+/* Waits for unit u's gather (issuing it if needed); pptr then valid. */
+sharc_status_t eng_ready(struct sharc_shard *e, int u);
+void eng_discard(struct sharc_shard *e, int u);
+int eng_gathered_count(const struct sharc_shard *e);
+/* Allocates unit u's zeroed gradient accumulator if it has none. */
+sharc_status_t eng_ugrad(struct sharc_shard *e, int u);
+/* Enqueues the reduction of unit u's accumulator into its grad slice. */
+sharc_status_t eng_reduce(struct sharc_shard *e, int u);
+/* Frees the accumulators whose reduction ended (all, waiting, if wait). */
+sharc_status_t eng_reap(struct sharc_shard *e, int wait);
+sharc_status_t eng_sync(struct sharc_shard *e);
+sharc_status_t eng_gather_f32(struct sharc_shard *e, int u, const float *slice,
+                              float *full);
+
+/* optim.c: clip and step on the local slices; *norm = global norm. */
+sharc_status_t optim_step(struct sharc_shard *e, double *norm);
+
+/* trace.c: a collective's span is stamped on the stream's thread, by host
+ * functions enqueued around it. */
+sharc_status_t trace_coll_begin(struct sharc_shard *e, const char *name, int u);
+sharc_status_t trace_coll_end(struct sharc_shard *e);
+/* Seconds collectives of this step ran; call after the stream is idle. */
+double trace_comm_seconds(struct sharc_shard *e);
+/* A span on the caller's thread (compute, optimizer, waits). */
+void trace_span(struct sharc_shard *e, const char *name, int unit, double t0,
+                double t1, int compute);
+/* Writes this step's collective spans to the trace and frees them. */
+void trace_step_end(struct sharc_shard *e);
+void trace_open(struct sharc_shard *e);
+void trace_close(struct sharc_shard *e);
+
+#endif /* SHARC_SHARD_ENGINE_H */

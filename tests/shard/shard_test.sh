@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# shard_test.sh - the FSDP engine's end-to-end checks, each a job (or a few)
+# of sharc-train through sharcrun, compared with tests/shard/compare.py.
+#
+#   shard_test.sh BUILD_DIR SRC_DIR CHECK [--quick]
+#
+# CHECK is one of
+#   parity-cnn, parity-gpt  1-rank reference, then 2, 3, 4 ranks under full,
+#                           grad_op, no_shard, hybrid 2x2 and hybrid_zero2
+#                           (and micro-batches, activation checkpointing and
+#                           other prefetch depths): losses for 50 steps and
+#                           the final parameters to 1e-5 (--quick: fewer)
+#   ckpt                    save at step 20 with 4 ranks (full strategy,
+#                           sharded and full files), load with 2 ranks under
+#                           grad_op / no_shard, go on to step 40: equal to a
+#                           straight 40-step run
+#   kill-save               a rank dies in the middle of a save; the previous
+#                           checkpoint stays loadable and the job resumes
+#   memory                  sharded state at 4 ranks <= 0.3 of 1 rank's; the
+#                           report's categories add up to the total
+#   options                 bf16 / f16 training, clipping, SGD, errors for
+#                           bad flags, a wrong checkpoint, a corrupt file
+#   hsdp-hosts              HSDP across two network-namespace hosts (2x2,
+#                           one shard group per host) equals FULL_SHARD
+#   trace                   SHARC_TRACE writes a Chrome trace per rank whose
+#                           prefetched gathers overlap the previous unit's
+#                           compute
+# Exit status 0 passed, 1 failed, 77 skipped (with a line saying why).
+set -u
+B=$1 SRC=$2 CHECK=$3
+QUICK=${4:-}
+RUN="$B/sharcrun"
+TRAIN="$B/models/sharc-train"
+CMP="python3 $SRC/tests/shard/compare.py"
+export OPENBLAS_NUM_THREADS=1 SHARC_TIMEOUT=${SHARC_TIMEOUT:-60}
+W=$(mktemp -d /tmp/sharc-shard-XXXXXX)
+trap 'rm -rf "$W"' EXIT
+fails=0
+
+need_mnist() {
+  if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    echo "SKIP: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist; .ci/deps.sh does)"
+    exit 77
+  fi
+}
+
+# train TAG NRANKS ARGS...: one job; its log in $W/TAG.jsonl, params in
+# $W/TAG.bin, output in $W/TAG.out.
+train() {
+  local tag=$1 n=$2
+  shift 2
+  if ! $RUN -n "$n" --timeout 240 "$TRAIN" --log-every 1000 \
+      --log "$W/$tag.jsonl" --dump-params "$W/$tag.bin" "$@" \
+      >"$W/$tag.out" 2>&1; then
+    echo "FAIL: $tag ($n ranks: $*) exited non-zero:"
+    tail -20 "$W/$tag.out"
+    fails=$((fails + 1))
+    return 1
+  fi
+}
+
+# same REF TAG [compare args]: TAG's losses and parameters equal REF's.
+same() {
+  local ref=$1 tag=$2
+  shift 2
+  local out rc
+  out=$($CMP "$W/$ref.jsonl" "$W/$tag.jsonl" --params "$W/$ref.bin" \
+    "$W/$tag.bin" "$@")
+  rc=$?
+  echo "$tag vs $ref: $(echo "$out" | tr '\n' ' ')"
+  if [ $rc -ne 0 ]; then
+    fails=$((fails + 1))
+    return 1
+  fi
+}
+
+parity() { # parity MODEL_ARGS...
+  train ref 1 "$@" || return
+  local combos="full:2 full:3 full:4 grad_op:2 grad_op:3 grad_op:4
+    no_shard:2 no_shard:3 no_shard:4 hybrid:4 hybrid_zero2:4"
+  [ "$QUICK" = --quick ] && combos="full:3 grad_op:4 hybrid:4"
+  for c in $combos; do
+    local s=${c%%:*} n=${c##*:}
+    train "$s$n" "$n" "$@" --strategy "$s" --shard-group 2 && same ref "$s$n"
+  done
+  # the schedule's knobs change nothing numerically
+  train ref_ckpt 1 "$@" --checkpoint-activations && same ref ref_ckpt --tol 0
+  train full2_ckpt 2 "$@" --checkpoint-activations --prefetch 1 &&
+    same ref full2_ckpt
+  [ "$QUICK" = --quick ] && return
+  train full4_pf3 4 "$@" --prefetch 3 && same full4 full4_pf3 --tol 0
+  train micro2 2 "$@" --micro 2 && same ref micro2
+}
+
+case $CHECK in
+parity-cnn)
+  need_mnist
+  parity --model cnn --steps 50 --batch 16 --lr 3e-4 --seed 3
+  ;;
+parity-gpt)
+  parity --model gpt --gpt-size tiny --data "$SRC/README.md" --steps 50 \
+    --batch 8 --lr 1e-3 --seed 5
+  ;;
+ckpt)
+  need_mnist
+  args=(--model cnn --batch 16 --lr 3e-4 --seed 11)
+  train straight 1 "${args[@]}" --steps 40
+  train first 4 "${args[@]}" --steps 20 --save "$W/ck" &&
+    train second 2 "${args[@]}" --steps 40 --strategy grad_op --load "$W/ck" &&
+    same straight second --steps 21:40
+  train firstf 4 "${args[@]}" --steps 20 --strategy hybrid --shard-group 2 \
+    --save "$W/ckf" --save-full &&
+    train secondf 3 "${args[@]}" --steps 40 --strategy no_shard \
+      --load "$W/ckf" && same straight secondf --steps 21:40
+  # the step directory itself loads too, and a 1-rank run resumes it
+  train third 1 "${args[@]}" --steps 40 --load "$W/ck/step-00000020" &&
+    same straight third --steps 21:40
+  ;;
+kill-save)
+  need_mnist
+  args=(--model mlp --batch 32 --seed 2)
+  train ok 4 "${args[@]}" --steps 10 --save "$W/ck" || exit 1
+  echo "a rank dies half-way through writing the step-20 checkpoint:"
+  if SHARC_FAULT=save_kill:2 $RUN -n 4 --timeout 120 "$TRAIN" "${args[@]}" \
+      --steps 20 --load "$W/ck" --save "$W/ck" >"$W/killed.out" 2>&1; then
+    echo "FAIL: the job with a killed rank exited 0"
+    fails=$((fails + 1))
+  fi
+  grep -m3 -E "rank 2|PEER_LOST|killed" "$W/killed.out"
+  latest=$(cat "$W/ck/latest")
+  if [ "$latest" != step-00000010 ]; then
+    echo "FAIL: latest is '$latest', not the previous step-00000010"
+    fails=$((fails + 1))
+  else
+    echo "latest still names step-00000010"
+  fi
+  train resumed 2 "${args[@]}" --steps 12 --load "$W/ck" &&
+    train straight 1 "${args[@]}" --steps 12 &&
+    same straight resumed --steps 11:12
+  ;;
+memory)
+  need_mnist
+  args=(--model cnn --batch 16 --steps 3)
+  train one 1 "${args[@]}" && train four 4 "${args[@]}" || exit 1
+  python3 - "$W/one.jsonl" "$W/four.jsonl" <<'PY' || fails=$((fails + 1))
+import json, sys
+cats = ["param_slices", "grad_slices", "optim", "gathered",
+        "unsharded_grads", "activations"]
+def last(p):
+    return [json.loads(l) for l in open(p) if '"step"' in l][-1]
+one, four = last(sys.argv[1]), last(sys.argv[2])
+ok = True
+for rec in (one, four):
+    for key in ("peak", "now"):
+        m = rec[key]
+        s = sum(m[c] for c in cats)
+        if s != m["total"]:
+            print(f"FAIL: {key} categories add to {s}, total says {m['total']}")
+            ok = False
+sh = lambda r: sum(r["now"][c] for c in ("param_slices", "grad_slices", "optim"))
+ratio = sh(four) / sh(one)
+print(f"sharded state per rank: 1 rank {sh(one)} B, 4 ranks {sh(four)} B, "
+      f"ratio {ratio:.3f} (limit 0.3)")
+print(f"peak per rank: 1 rank {one['peak']['total']} B, 4 ranks "
+      f"{four['peak_total_per_rank']} B")
+if ratio > 0.3:
+    ok = False
+    print("FAIL: sharded state does not fall as 1/N")
+sys.exit(0 if ok else 1)
+PY
+  ;;
+options)
+  need_mnist
+  args=(--model cnn --batch 16 --steps 30 --seed 4)
+  for mp in bf16 f16; do
+    train "mp_$mp" 2 "${args[@]}" --mp "$mp" || continue
+    python3 - "$W/mp_$mp.jsonl" "$mp" <<'PY' || fails=$((fails + 1))
+import json, sys
+l = [json.loads(x)["loss"] for x in open(sys.argv[1]) if '"step"' in x]
+first, last = sum(l[:5]) / 5, sum(l[-5:]) / 5
+print(f"{sys.argv[2]}: loss {first:.3f} (steps 1-5) -> {last:.3f} (26-30)")
+sys.exit(0 if last < 0.8 * first else 1)
+PY
+  done
+  train sgd1 1 "${args[@]}" --optim sgd --lr 0.05 --momentum 0.9 --clip 1 &&
+    train sgd3 3 "${args[@]}" --optim sgd --lr 0.05 --momentum 0.9 --clip 1 &&
+    same sgd1 sgd3
+  expect_err() { # expect_err TEXT ARGS...: exit 2 (or 1) naming TEXT
+    local text=$1
+    shift
+    if $RUN -n 2 --timeout 60 "$TRAIN" "$@" >"$W/err.out" 2>&1; then
+      echo "FAIL: sharc-train $* succeeded"
+      fails=$((fails + 1))
+    elif ! grep -q -- "$text" "$W/err.out"; then
+      echo "FAIL: sharc-train $* did not say '$text':"
+      cat "$W/err.out"
+      fails=$((fails + 1))
+    else
+      echo "refused as expected: $(grep -m1 -- "$text" "$W/err.out")"
+    fi
+  }
+  expect_err "--strategy 'zero9'" --strategy zero9
+  expect_err "--mp 'fp8'" --mp fp8
+  expect_err "unknown option '--bogus'" --bogus
+  expect_err "needs --data" --model gpt
+  expect_err "does not divide" --model mlp --strategy hybrid --shard-group 3 \
+    --steps 1
+  train small 2 --model mlp --batch 8 --steps 2 --save "$W/ck" || exit 1
+  expect_err "a different model" --model cnn --steps 3 --load "$W/ck"
+  expect_err "cannot read" --model mlp --steps 3 --load "$W/nothing"
+  f=$(ls "$W"/ck/step-*/shard-1.bin)
+  printf 'XXXX' | dd of="$f" bs=1 seek=100 conv=notrunc status=none
+  expect_err "corrupt" --model mlp --steps 3 --load "$W/ck"
+  ;;
+hsdp-hosts)
+  need_mnist
+  args=(--model cnn --batch 16 --steps 20 --lr 3e-4 --seed 9)
+  train full 4 "${args[@]}" || exit 1
+  # rank 0 writes the log; every rank writes only through it
+  bash "$SRC/tests/mp/hosts_test.sh" --timeout 240 --expect "" aabb \
+    "$TRAIN" "${args[@]}" --strategy hybrid --log-every 1000 \
+    --log "$W/hosts.jsonl" --dump-params "$W/hosts.bin" >"$W/hosts.out" 2>&1
+  rc=$?
+  if [ $rc -eq 77 ]; then
+    grep -m1 SKIP "$W/hosts.out"
+    exit 77
+  elif [ $rc -ne 0 ]; then
+    echo "FAIL: HSDP on two namespace hosts exited $rc"
+    tail -20 "$W/hosts.out"
+    exit 1
+  fi
+  grep -m1 "strategy hybrid" "$W/hosts.out"
+  same full hosts
+  ;;
+trace)
+  args=(--model gpt --gpt-size tiny --data "$SRC/README.md" --batch 8
+    --steps 4)
+  train traced 4 "${args[@]}" --trace "$W/trace" || exit 1
+  python3 "$SRC/tests/shard/trace_check.py" "$W/trace" 4 ||
+    fails=$((fails + 1))
+  ;;
+*)
+  echo "shard_test.sh: unknown check '$CHECK'"
+  exit 2
+  ;;
+esac
+if [ $fails -ne 0 ]; then
+  echo "$CHECK: $fails failed"
+  exit 1
+fi
+echo "$CHECK: 0 failed"

@@ -1,0 +1,19 @@
+# The FSDP engine end to end: sharc-train jobs through sharcrun, compared
+# by tests/shard/compare.py (tests/shard/shard_test.sh says what each
+# checks). Label shard:   ctest -L shard
+# Included by tests/CMakeLists.txt when the models are built. Budget: about
+# 3 minutes on 2 cores in the plain build; the sanitizer build runs the
+# parity checks with --quick (fewer world sizes and strategies).
+set(SHARC_SHARD_SH ${CMAKE_CURRENT_LIST_DIR}/shard_test.sh)
+set(quick)
+if(SHARC_SANITIZE)
+  set(quick --quick)
+endif()
+foreach(check parity-cnn parity-gpt ckpt kill-save memory options hsdp-hosts
+              trace)
+  add_test(NAME shard.${check}
+           COMMAND bash ${SHARC_SHARD_SH} ${PROJECT_BINARY_DIR}
+                   ${PROJECT_SOURCE_DIR} ${check} ${quick})
+  set_tests_properties(shard.${check} PROPERTIES TIMEOUT 900 LABELS shard
+                       PROCESSORS 4 SKIP_RETURN_CODE 77)
+endforeach()

@@ -5,9 +5,9 @@
 #
 #   tests/fuzz/run_fuzz.sh [SECONDS] [TARGET...]
 #
-# SECONDS defaults to 20 per target; TARGET is fuzz_bootstrap, fuzz_env or
-# fuzz_topo_xml (default: all). Work goes to $FUZZ_DIR (default build-fuzz/
-# at the repository root): the binaries, a corpus per target (seeds from
+# SECONDS defaults to 20 per target; TARGET is fuzz_bootstrap, fuzz_env,
+# fuzz_topo_xml or fuzz_ckpt_meta (default: all). Work goes to $FUZZ_DIR
+# (default build-fuzz/ at the repository root): the binaries, a corpus per target (seeds from
 # tests/fuzz/seeds/<target>/, from the target itself when it has a
 # FUZZ_SEED_MAIN part, and for fuzz_topo_xml the exports in tests/topo/xml/),
 # and artifacts/<target>/ for any crashing input. FUZZ_CC picks the
@@ -21,7 +21,7 @@ root=$(cd "$here/../.." && pwd)
 secs=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_bootstrap fuzz_env fuzz_topo_xml)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_bootstrap fuzz_env fuzz_topo_xml fuzz_ckpt_meta)
 out=${FUZZ_DIR:-$root/build-fuzz}
 cc=${FUZZ_CC:-clang}
 case $secs in '' | *[!0-9]*)
@@ -38,7 +38,8 @@ mkdir -p "$out"
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
   "-fsanitize=fuzzer,address,undefined" -fno-sanitize-recover=undefined
   -Wall -Wextra -Wno-unused-parameter -Werror
-  -I"$root/include" -I"$root/comm" -I"$root/kernels" -I"$root/topo")
+  -I"$root/include" -I"$root/comm" -I"$root/kernels" -I"$root/topo"
+  -I"$root/shard")
 core=("$root/comm/core.c")
 boot=("$root/comm/bootstrap.c" "$root/comm/bootstrap_env.c" "$root/comm/net.c")
 hwloc_flags=()
@@ -52,6 +53,7 @@ build() { # build TARGET: the fuzzer binary in $out (sets srcs)
   srcs=()
   case $t in
   fuzz_bootstrap | fuzz_env) srcs=("${boot[@]}" "${core[@]}") ;;
+  fuzz_ckpt_meta) srcs=("$root/shard/ckpt_meta.c") ;;
   fuzz_topo_xml)
     if [ ${#hwloc_flags[@]} -eq 0 ]; then
       echo "run_fuzz: fuzz_topo_xml needs hwloc (libhwloc-dev); skipped"

@@ -160,7 +160,7 @@ static int cnn_forward(void *ctx, const sharc_stage_call_t *call) {
   drop_t d = drop_of(c, b);
   switch (call->stage) {
   case 0:
-    conv1_fwd_f32(p[0], p[1], b->x, n, call->out, call->scratch);
+    conv1_fwd_f32(p[0], p[1], call->in, n, call->out, call->scratch);
     return 0;
   case 1:
     conv2_fwd_f32(&d, p[0], p[1], call->in, n, call->out, call->saved,
@@ -187,7 +187,8 @@ static int cnn_backward(void *ctx, const sharc_stage_call_t *call) {
   drop_t d = drop_of(c, b);
   switch (call->stage) {
   case 0:
-    conv1_bwd_f32(b->x, call->out, call->dout, n, g[0], g[1], call->scratch);
+    conv1_bwd_f32(call->in, call->out, call->dout, n, g[0], g[1],
+                  call->scratch);
     return 0;
   case 1:
     conv2_bwd_f32(&d, p[0], call->in, call->saved, call->dout, n, g[0], g[1],

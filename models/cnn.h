@@ -11,8 +11,8 @@
  * batch->x is n*28*28 floats (images already normalised, see mnist.h) and
  * batch->y n int32_t labels in 0..9. Four units (conv1, conv2, fc1, fc2:
  * weight then bias, PyTorch shapes and uniform 1/sqrt(fan_in) init) and
- * four stages, stage s using unit s. The last stage's statistics are the
- * NLL sum and the number of correct predictions (argmax == label).
+ * four stages, stage s using unit s (kind s). The last stage's statistics are
+ * the NLL sum and the number of correct predictions (argmax == label).
  *
  * Dropout masks are a pure function of (seed, batch->step, batch->first +
  * sample, stage, element): every rank count and micro-batch split draws the

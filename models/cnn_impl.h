@@ -57,12 +57,21 @@ static void FN(fill_rows)(REAL *out, const REAL *b, int rows, int cols) {
       out[(size_t)r * cols + j] = b[r];
 }
 
-/* gb (rows) += row sums of d (rows, cols). */
+/* gb (rows) += row sums of d (rows, cols). Eight partial sums per row let
+ * the compiler vectorise the loop (a single running sum is a serial chain
+ * of dependent adds); the order is fixed, so the result is deterministic. */
 static void FN(add_row_sums)(REAL *gb, const REAL *d, int rows, int cols) {
   for (int r = 0; r < rows; r++) {
-    REAL s = 0;
-    for (int j = 0; j < cols; j++)
-      s += d[(size_t)r * cols + j];
+    const REAL *row = d + (size_t)r * cols;
+    REAL acc[8] = {0}, s = 0;
+    int j = 0;
+    for (; j + 8 <= cols; j += 8)
+      for (int k = 0; k < 8; k++)
+        acc[k] += row[j + k];
+    for (; j < cols; j++)
+      s += row[j];
+    for (int k = 0; k < 8; k++)
+      s += acc[k];
     gb[r] += s;
   }
 }
@@ -100,8 +109,10 @@ static void FN(conv1_bwd)(const float *x, const REAL *a1, const REAL *da1,
   REAL *xs = scr, *col = scr + IMG_PIX, *dpre = col + 9 * P1;
   for (int i = 0; i < n; i++) {
     const REAL *o = a1 + (size_t)i * A1_NUMEL, *d = da1 + (size_t)i * A1_NUMEL;
-    for (int j = 0; j < A1_NUMEL; j++)
-      dpre[j] = o[j] > 0 ? d[j] : 0;
+    for (int j = 0; j < A1_NUMEL; j++) { /* unconditional load: a select */
+      REAL g = d[j];
+      dpre[j] = o[j] > 0 ? g : 0;
+    }
     FN(add_row_sums)(gb, dpre, C1, P1);
     for (int j = 0; j < IMG_PIX; j++)
       xs[j] = (REAL)x[(size_t)i * IMG_PIX + j];
@@ -133,15 +144,17 @@ static void FN(conv2_fwd)(const drop_t *d, const REAL *w, const REAL *b,
       for (int py = 0; py < HP; py++)
         for (int px = 0; px < HP; px++) {
           const REAL *q = pre + (size_t)c * P2 + 2 * py * H2 + 2 * px;
-          REAL v[4] = {q[0], q[1], q[H2], q[H2 + 1]};
+          REAL v[4] = {q[0], q[1], q[H2], q[H2 + 1]}, m = v[0];
           int k = 0;
-          for (int t = 1; t < 4; t++)
-            if (v[t] > v[k])
-              k = t;
+          for (int t = 1; t < 4; t++) { /* first maximum; selects, no jumps */
+            int gt = v[t] > m;
+            k = gt ? t : k;
+            m = gt ? v[t] : m;
+          }
           int e = (c * HP + py) * HP + px;
-          int pos = v[k] > 0;
+          int pos = m > 0;
           int kept = !d->on || drop_keep(key, (uint64_t)e, DROP1_THR);
-          o[e] = pos && kept ? v[k] * scale : 0;
+          o[e] = pos && kept ? m * scale : 0;
           f[e] = (uint8_t)(k | pos << 2 | kept << 3);
         }
   }
@@ -207,8 +220,10 @@ static void FN(fc1_bwd)(const drop_t *d, const REAL *w, const REAL *a2,
                         const uint8_t *flags, const REAL *da3, int n, REAL *gw,
                         REAL *gb, REAL *da2, REAL *dpre) {
   REAL scale = d->on ? (REAL)(1.0 / (1.0 - DROP2_P)) : 1;
-  for (size_t j = 0; j < (size_t)n * F1; j++)
-    dpre[j] = flags[j] == 3 ? da3[j] * scale : 0;
+  for (size_t j = 0; j < (size_t)n * F1; j++) {
+    REAL g = da3[j] * scale;
+    dpre[j] = flags[j] == 3 ? g : 0;
+  }
   FN(add_col_sums)(gb, dpre, n, F1);
   GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, F1, FLAT, n, 1, dpre, F1, a2,
        FLAT, 1, gw, FLAT);

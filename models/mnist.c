@@ -50,7 +50,11 @@ static long long read_some(idx_file_t *f, void *buf, size_t len) {
     if (r < 0) {
       int zerr;
       const char *msg = gzerror(f->gz, &zerr);
-      fail(f, "read failed after %zu bytes of payload: %s", got,
+      size_t plen = strlen(f->path);
+      /* zlib prefixes the path, which fail() already names */
+      if (strncmp(msg, f->path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
+        msg += plen + 2;
+      fail(f, "read failed: %s; the file is damaged, reinstall it",
            zerr == Z_ERRNO ? strerror(errno) : msg);
       return -1;
     }

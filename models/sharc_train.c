@@ -13,6 +13,7 @@
  * Rank 0 prints a line per logging step and appends the same as JSON lines
  * to --log.
  */
+#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cnn.h"
 #include "gpt.h"
@@ -427,9 +429,17 @@ int main(int argc, char **argv) {
             sharc_status_name(st), sharc_last_error());
     return 1;
   }
-  int rank, world;
+  int rank, world, local = 1;
   sharc_comm_rank(comm, &rank);
   sharc_comm_size(comm, &world);
+  sharc_comm_local_size(comm, &local);
+  /* ranks of one host share its cores: BLAS threads per rank = cores /
+   * ranks here, unless OPENBLAS_NUM_THREADS says otherwise */
+  if (!getenv("OPENBLAS_NUM_THREADS")) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int th = (int)(cores / (local > 0 ? local : 1));
+    openblas_set_num_threads(th > 0 ? th : 1);
+  }
   data_t d;
   cnn_t *cnn = NULL;
   gpt_t *gpt = NULL;

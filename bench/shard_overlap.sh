@@ -58,8 +58,10 @@ echo "wrote $OUT/shard_overlap.json"
 ./"$B"/sharcrun -n 4 ./"$B"/models/sharc-train --model gpt --gpt-size small \
   --data README.md --steps 4 --batch 16 --trace "$W/trace" --log-every 100000 \
   >/dev/null
-if python3 -c "import matplotlib" 2>/dev/null; then
-  python3 bench/trace_plot.py "$W/trace" -o "$OUT/shard_timeline_gpt_small_4ranks.png" \
+PY=python3 # Debian's python3-matplotlib lives in /usr/bin/python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+if $PY -c "import matplotlib" 2>/dev/null; then
+  $PY bench/trace_plot.py "$W/trace" -o "$OUT/shard_timeline_gpt_small_4ranks.png" \
     --title "sharc-train GPT small, 4 ranks (FULL_SHARD, prefetch 2), step 4: $(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 fi
 python3 tests/shard/trace_check.py "$W/trace" 4

@@ -199,6 +199,16 @@ static void release_all(struct sharc_shard *e) {
       eng_discard(e, u);
 }
 
+static void drop_grads(struct sharc_shard *e) {
+  (void)sharc_stream_synchronize(e->stream); /* nothing may still read them */
+  for (int u = 0; u < e->model->nunits; u++) {
+    eunit_t *U = &e->units[u];
+    eng_free(e, MEM_UGRAD, U->ugrad, U->lay.padded * sizeof(float));
+    U->ugrad = NULL;
+    U->reducing = 0;
+  }
+}
+
 static sharc_status_t check_batch(struct sharc_shard *e, const sharc_batch_t *b,
                                   int i) {
   if (b->n < 0 || b->global_n < 1 || b->n > b->global_n || (b->n && !b->x))
@@ -255,6 +265,8 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
   if (st == SHARC_OK)
     st = st2;
   release_all(e);
+  if (st != SHARC_OK) /* a failed step leaves no half-accumulated gradient */
+    drop_grads(e);
   if (st == SHARC_OK)
     st = sum_world(e, sums);
   double norm = 0;
@@ -267,7 +279,6 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
     trace_step_end(e);
     return st;
   }
-  e->steps++;
   if (stats) {
     memset(stats, 0, sizeof *stats);
     stats->loss = sums[0] / micro[0].global_n;
@@ -280,7 +291,8 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
     eng_mem_report(e, e->mem_at_peak, e->total_peak, &stats->peak);
     eng_mem_report(e, e->mem_now, e->total_now, &stats->now);
   }
-  trace_step_end(e);
+  trace_step_end(e); /* its spans carry this step's number */
+  e->steps++;
   return SHARC_OK;
 }
 

@@ -6,6 +6,8 @@
  * cfg.trace_dir) each rank writes dir/trace-rank<R>.json, a Chrome trace
  * (one process per rank; thread 0 the caller: compute and waits, thread 1
  * the communication stream) that Perfetto and chrome://tracing open.
+ * Timestamps are CLOCK_MONOTONIC microseconds, shared by every rank of a
+ * host, so the ranks' traces line up.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -69,7 +71,7 @@ static void emit(struct sharc_shard *e, const char *name, int unit, int tid,
           "%s{\"name\":\"%s%s%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
           "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%llu}}",
           e->trace_first ? "" : ",\n", name, unit >= 0 ? " " : "", uname,
-          e->world_rank, tid, (t0 - e->t_origin) * 1e6, (t1 - t0) * 1e6,
+          e->world_rank, tid, t0 * 1e6, (t1 - t0) * 1e6,
           (unsigned long long)e->steps + 1);
   e->trace_first = 0;
 }

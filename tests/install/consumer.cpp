@@ -1,5 +1,6 @@
 // consumer.cpp - the public header from C++, linked statically.
 #include <sharc.h>
+#include <sharc_shard.h>
 
 #include <cstdio>
 #include <vector>

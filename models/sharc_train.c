@@ -541,12 +541,16 @@ int main(int argc, char **argv) {
     if (rank == 0 &&
         (step % o.log_every == 0 || step == total || step == (long)start + 1)) {
       double sps = o.batch / s.t_step;
+      unsigned long long top = 0; /* the largest rank's peak */
+      for (int r = 0; r < world; r++)
+        top = peaks[r] > top ? peaks[r] : top;
       printf("step %6ld  loss %.6f  norm %.4f  time %7.1f ms  %s/s %9.0f  "
-             "comm %.1f ms (exposed %.1f)  peak %.2f MiB (sharded state "
-             "%.2f)\n",
+             "comm %.1f ms (exposed %.1f)  peak %.2f MiB (max over ranks "
+             "%.2f; sharded state %.2f)\n",
              step, s.loss, s.grad_norm, s.t_step * 1e3,
              d.is_gpt ? "tokens" : "samples", d.is_gpt ? sps * d.T : sps,
              s.t_comm * 1e3, s.t_exposed * 1e3, mib(s.peak.total),
+             mib((size_t)top),
              mib(s.now.param_slices + s.now.grad_slices + s.now.optim));
       fflush(stdout);
     }

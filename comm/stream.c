@@ -139,8 +139,8 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
   return push(s, w);
 }
 
-sharc_status_t sharc_stream_launch_host_func(sharc_stream_t s, void (*fn)(void *),
-                                             void *arg) {
+sharc_status_t sharc_stream_launch_host_func(sharc_stream_t s,
+                                             void (*fn)(void *), void *arg) {
   if (!s || !fn)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "sharc_stream_launch_host_func: stream or fn is NULL");

@@ -1,6 +1,6 @@
 /*
  * transport.h - the one interface every transport implements (DESIGN.md
- * item 4): shm (same host), tcp (between hosts), later cudaipc and ib.
+ * item 4): shm (same host), tcp and ib (between hosts), later cudaipc.
  *
  * Data moves through FIFOs: one per (sender, receiver, channel). The sender
  * asks for contiguous space, writes into it, and commits; the receiver asks
@@ -85,6 +85,16 @@ void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
                           uint64_t completed);
 /* Collectives a same-host peer has entered; UINT64_MAX if not known. */
 uint64_t shm_peer_entered(struct sharc_comm *comm, int rank);
+/* Publishes the rank this rank's executor sleeps on (-1: none), for
+ * same-host peers' timeout diagnosis. */
+void shm_publish_wait(struct sharc_comm *comm, int peer);
+/* The rank a same-host peer sleeps on inside the collective comm->seq (or
+ * slept on when it failed in it): -1 none (it is inside but not waiting),
+ * -2 not known (not on this host), -3 it is not inside that collective. */
+int shm_peer_waiting(struct sharc_comm *comm, int rank);
 SHARC_INTERNAL extern const transport_t transport_tcp;
+/* InfiniBand / RoCE over libibverbs (transport/ib.c); in a build without
+ * libibverbs its setup and connect fail with SHARC_ERR_UNSUPPORTED. */
+SHARC_INTERNAL extern const transport_t transport_ib;
 
 #endif /* SHARC_TRANSPORT_H */

@@ -98,5 +98,7 @@ void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
     transport_shm.notify_abort(comm, failed_rank, st);
   if (comm->tcp && transport_tcp.notify_abort)
     transport_tcp.notify_abort(comm, failed_rank, st);
+  if (comm->ib && transport_ib.notify_abort)
+    transport_ib.notify_abort(comm, failed_rank, st);
   comm_wake(comm);
 }

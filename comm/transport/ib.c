@@ -1,0 +1,1044 @@
+/*
+ * ib.c - the InfiniBand / RoCE transport (DESIGN.md item 4): byte FIFOs
+ * between ranks carried by RDMA writes with immediate over RC queue pairs.
+ *
+ * Per (peer, channel) a pair (ib_verbs.h) has a tx ring and an rx ring of
+ * the same size F, both registered, and nqp QPs (SHARC_IB_QPS_PER_PEER)
+ * shared by both directions. A byte at stream offset s sits at s mod F in
+ * the sender's tx ring and lands at s mod F in the receiver's rx ring. The
+ * executor writes into tx and commits; the committing thread posts RDMA
+ * writes of what is committed (never across the ring's end, at most
+ * `chunk` bytes each, round-robin over the QPs) under the pair's lock. The
+ * immediate of a data write carries its end offset (mod 2^30); the
+ * receiver's progress thread turns per-QP arrivals into the complete prefix
+ * (ib_order_t) and publishes it as rx_head.
+ *
+ * Flow control. The sender may have at most F bytes beyond what the
+ * receiver consumed (acked), and may reuse tx bytes only once their write
+ * completed locally (done): space = F - (head - min(done, acked)). Credits
+ * travel back three ways:
+ *   - plain RDMA writes of the consumed count into the sender's control
+ *     block, every F/4 bytes consumed: no receive is used and nobody is
+ *     woken, the sender reads the word when it needs space;
+ *   - WANT: a sender blocked on credit (no space, or IB_QP_WRITES writes
+ *     per QP not yet credited) sends one zero-length write with immediate
+ *     carrying the credit it saw, and sends no other until answered;
+ *   - WAKE: the answer, a zero-length write with immediate carrying the
+ *     consumed count, sent at once if the receiver has consumed more than
+ *     the sender saw, else at its next release.
+ * Receives are posted ahead and reposted as each completion is polled,
+ * before the data can be consumed; so data writes not yet credited (at
+ * most IB_QP_WRITES per QP) plus one WANT and one WAKE never exceed the
+ * receive queue (IB_QP_WRITES + 4), and RNR never happens. Every send is
+ * signaled; send queues hold IB_QP_WRITES data writes plus 8 control
+ * writes on QP 0, and control writes wait for a free slot.
+ *
+ * Waiting. One progress thread per communicator blocks in poll() on the
+ * completion channel (nonblocking: get the event, re-arm, then poll the
+ * CQ empty, so no completion is missed), the device's async events (port
+ * down, QP errors), an eventfd and the control sockets (ib_ctrl.c). It
+ * rings the comm's doorbell when data arrives or space frees. No core
+ * spins.
+ *
+ * Connection. The first connect() of a pair (or the peer's information
+ * arriving first) creates it (ib_qp.c: QPs in INIT, receives posted) and
+ * sends ib_info_t over the control socket. On the peer's info the QPs go
+ * INIT -> RTR -> RTS and "rtr" is sent; writes start once the peer's "rtr"
+ * (or any write from it) shows its QPs can receive. connect() never waits
+ * for the peer: check() reports a pair still unconnected at its deadline.
+ *
+ * Zero copy. A send of at least SHARC_IB_ZCOPY_BYTES from a buffer of
+ * sharc_mem_alloc / sharc_mem_register is written straight from that
+ * buffer (send_begin returns 1): the buffer is registered once and kept in
+ * the registration cache (ib_track.c); the op completes when its last
+ * write completed locally. Other buffers are copied into the tx ring.
+ * GPU memory: no device path exists in sharc yet; the GPUDirect choice is
+ * logged once and GPU data would be staged through host memory.
+ *
+ * Built only with libibverbs; ib_none.c stands in without it.
+ */
+#ifdef SHARC_HAVE_IBVERBS /* else ib_none.c */
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "ib_verbs.h"
+#include "mem.h"
+
+#define MSG_INFO (IBC_USER + 0)
+#define MSG_RTR (IBC_USER + 1)
+#define IMM_DATA 0u
+#define IMM_WANT 1u
+#define IMM_WAKE 2u
+#define M30 ((1u << 30) - 1)
+#define IB_REG_CACHE 64 /* registered user regions kept */
+
+/* The 64-bit value near base (at most 2^30 above it) whose low 30 bits
+ * are v. */
+static uint64_t unwrap30(uint64_t base, uint32_t v) {
+  return base + ((v - (uint32_t)base) & M30);
+}
+static uint64_t unwrap32(uint64_t base, uint32_t v) {
+  return base + (uint32_t)(v - (uint32_t)base);
+}
+
+static void kick(struct ib_state *st) {
+  uint64_t one = 1;
+  ssize_t r = write(st->efd, &one, sizeof one);
+  (void)r; /* EAGAIN: a wake-up is pending already */
+}
+
+static const char *host_of(struct ib_state *st, int peer) {
+  return st->comm->peers[peer].host;
+}
+
+/* Under p->lock. Marks the pair failed and the communicator with it. */
+static void pair_fail(ib_pair_t *p, sharc_status_t s, int failed_rank,
+                      const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void pair_fail(ib_pair_t *p, sharc_status_t s, int failed_rank,
+                      const char *fmt, ...) {
+  if (atomic_exchange(&p->state, P_FAILED) == P_FAILED)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->err, sizeof p->err, fmt, ap);
+  va_end(ap);
+  comm_fail(p->st->comm, failed_rank, s, p->err);
+}
+
+/* ---- posting (under p->lock) -------------------------------------------- */
+
+/* One signaled RDMA write of len bytes from laddr (len 0: none) to the
+ * peer's rx ring at offset roff; with the immediate when kind != WR_CREDIT
+ * (then the target is the peer's control block). */
+static int post_write(ib_pair_t *p, int q, int kind, const void *laddr,
+                      uint32_t lkey, size_t len, uint64_t roff, uint32_t imm) {
+  struct ibv_sge sge = {(uint64_t)(uintptr_t)laddr, (uint32_t)len, lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof wr);
+  wr.wr_id = WR_ID(kind, q);
+  wr.sg_list = len ? &sge : NULL;
+  wr.num_sge = len ? 1 : 0;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (kind == WR_CREDIT) {
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = p->remote.ctl_addr;
+    wr.wr.rdma.rkey = p->remote.ctl_rkey;
+  } else {
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl(imm);
+    wr.wr.rdma.remote_addr = p->remote.rx_addr + roff;
+    wr.wr.rdma.rkey = p->remote.rx_rkey;
+  }
+  int rc = ibv_post_send(p->qp[q], &wr, &bad);
+  if (rc) {
+    struct ib_state *st = p->st;
+    pair_fail(p, SHARC_ERR_NET, -1,
+              "ib: %s port %d: posting a write to rank %d (host %s) on QP "
+              "%d failed: %s (%d of %d send entries in use)",
+              st->dev.name, st->dev.port, p->peer, host_of(st, p->peer), q,
+              strerror(rc), p->sq_used[q], p->sq_depth);
+    return rc;
+  }
+  p->sq_used[q]++;
+  return 0;
+}
+
+/* The consumed count the peer reported, from WAKEs and the credit word. */
+static uint64_t credit_now(ib_pair_t *p) {
+  uint64_t a = atomic_load(&p->tx_acked);
+  /* written by the NIC (one aligned 4-byte DMA write): an atomic load */
+  uint64_t w = unwrap32(
+      a, __atomic_load_n((uint32_t *)&p->ctl->credit, __ATOMIC_RELAXED));
+  return w - a <= p->st->fifo ? w : a; /* a word older than a WAKE: ignore */
+}
+
+/* Posts the control writes that are due and fit in QP 0's send queue. The
+ * peer must be past RTR: its "rtr" or any write from it says so. */
+static void ctl_flush(ib_pair_t *p) {
+  struct ib_state *st = p->st;
+  int s = atomic_load(&p->state);
+  if (s == P_FAILED || s == P_INIT || !p->got_rtr ||
+      ibc_peer_state(st->ctrl, p->peer) == IBC_PEER_BYE)
+    return; /* nobody to tell after a goodbye */
+  if (p->need_want && !p->want_out && p->sq_used[0] < p->sq_depth) {
+    uint32_t seen = (uint32_t)atomic_load(&p->tx_acked) & M30;
+    if (post_write(p, 0, WR_WANT, NULL, 0, 0, 0, IMM_WANT << 30 | seen))
+      return;
+    p->want_out = 1;
+    p->need_want = 0;
+    atomic_fetch_add(&st->n_want, 1);
+  }
+  if (p->need_wake && p->sq_used[0] < p->sq_depth) {
+    uint64_t tail = atomic_load(&p->rx_tail);
+    if (post_write(p, 0, WR_WAKE, NULL, 0, 0, 0,
+                   IMM_WAKE << 30 | ((uint32_t)tail & M30)))
+      return;
+    p->need_wake = p->need_credit = 0;
+    atomic_store(&p->rx_credited, tail);
+    atomic_fetch_add(&st->n_wake, 1);
+  }
+  /* Leave two slots for a WANT and a WAKE. */
+  if (p->need_credit && p->sq_used[0] < p->sq_depth - 2) {
+    uint64_t tail = atomic_load(&p->rx_tail);
+    /* The source is our own control block (registered): a later credit
+     * may overwrite it before the NIC reads it, which only sends a newer
+     * count. */
+    uint32_t *src = (uint32_t *)(p->ctl->pad + 4);
+    __atomic_store_n(src, (uint32_t)tail, __ATOMIC_RELAXED); /* NIC reads */
+    if (post_write(p, 0, WR_CREDIT, (const void *)src, p->ctl_mr->lkey, 4, 0,
+                   0))
+      return;
+    p->need_credit = 0;
+    atomic_store(&p->rx_credited, tail);
+    atomic_fetch_add(&st->n_credit, 1);
+  }
+}
+
+/* Posts committed bytes as far as credit, the write window and the send
+ * queues allow; asks for credit (WANT) when that is what blocks. */
+static void tx_pump(ib_pair_t *p) {
+  struct ib_state *st = p->st;
+  if (atomic_load(&p->state) != P_READY)
+    return;
+  uint64_t acked = credit_now(p);
+  atomic_store(&p->tx_acked, acked);
+  while (p->k_acked < p->k_posted && ib_order_end(&p->txo, p->k_acked) <= acked)
+    p->k_acked++;
+  uint64_t head = atomic_load(&p->tx_head);
+  uint64_t limit = SHARC_MIN(head, acked + st->fifo);
+  int credit_blocked = 0;
+  while (p->tx_posted < limit) {
+    if (p->k_posted - p->k_acked >= (uint64_t)p->txo.window) {
+      credit_blocked = 1;
+      break;
+    }
+    if (p->k_posted - p->txo.next >= (uint64_t)p->txo.window)
+      break; /* local completions will come */
+    int q = (int)(p->k_posted % (uint64_t)p->nqp);
+    /* QP 0 keeps 8 send slots for control writes (credits, WANT, WAKE),
+     * whatever was posted while data was scarce */
+    if (p->sq_used[q] >= p->sq_depth - (q ? 0 : 8))
+      break; /* local completions will come */
+    uint64_t pos = p->tx_posted, off = pos & (st->fifo - 1);
+    size_t len = SHARC_MIN(SHARC_MIN(limit - pos, st->fifo - off), st->chunk);
+    const uint8_t *src = p->txbuf + off;
+    uint32_t lkey = p->tx_mr->lkey;
+    size_t bytes = len;
+    if (p->zc.active && pos < p->zc.start) {
+      len = bytes = SHARC_MIN(len, p->zc.start - pos);
+    } else if (p->zc.active && pos < p->zc.data_end) {
+      len = bytes = SHARC_MIN(len, p->zc.data_end - pos);
+      src = p->zc.src + (pos - p->zc.start);
+      lkey = p->zc.reg->lkey;
+    } else if (p->zc.active) { /* alignment padding: nothing to carry */
+      len = SHARC_MIN(limit, p->zc.end) - pos;
+      bytes = 0;
+    }
+    uint64_t end = pos + len;
+    ib_order_post(&p->txo, p->k_posted, end);
+    if (post_write(p, q, WR_DATA, src, lkey, bytes, off,
+                   IMM_DATA << 30 | ((uint32_t)end & M30)))
+      return;
+    p->k_posted++;
+    p->tx_posted = end;
+  }
+  if (p->tx_posted < head && p->tx_posted >= acked + st->fifo)
+    credit_blocked = 1;
+  if (credit_blocked && !p->want_out)
+    p->need_want = 1;
+  ctl_flush(p);
+}
+
+/* ---- vtable: FIFOs (executor) ---------------------------------------------
+ */
+
+static ib_pair_t *pair_of(transport_conn_t *c) {
+  return ((ib_conn_t *)c)->pair;
+}
+
+static size_t ib_send_space(transport_conn_t *c, void **ptr) {
+  ib_pair_t *p = pair_of(c);
+  size_t f = p->st->fifo;
+  if (atomic_load(&p->state) == P_FAILED)
+    return 0;
+  uint64_t head = atomic_load_explicit(&p->tx_head, memory_order_relaxed);
+  uint64_t done = atomic_load(&p->tx_done), acked = credit_now(p);
+  uint64_t low = SHARC_MIN(done, acked);
+  size_t off = (size_t)head & (f - 1);
+  size_t used = (size_t)(head - low); /* > f while a large zero-copy send
+                                       * is active */
+  size_t n = used >= f ? 0 : SHARC_MIN(f - used, f - off);
+  *ptr = p->txbuf + off;
+  if (n == 0 && acked <= done) { /* blocked on credit: ask once */
+    pthread_mutex_lock(&p->lock);
+    tx_pump(p);
+    if (!p->want_out && atomic_load(&p->state) == P_READY) {
+      p->need_want = 1;
+      ctl_flush(p);
+    }
+    pthread_mutex_unlock(&p->lock);
+  }
+  return n;
+}
+
+static void ib_send_commit(transport_conn_t *c, size_t bytes) {
+  ib_pair_t *p = pair_of(c);
+  atomic_fetch_add(&p->tx_head, bytes);
+  pthread_mutex_lock(&p->lock);
+  tx_pump(p);
+  pthread_mutex_unlock(&p->lock);
+}
+
+static size_t ib_recv_avail(transport_conn_t *c, const void **ptr) {
+  ib_pair_t *p = pair_of(c);
+  size_t f = p->st->fifo;
+  uint64_t tail = atomic_load_explicit(&p->rx_tail, memory_order_relaxed);
+  uint64_t head = atomic_load_explicit(&p->rx_head, memory_order_acquire);
+  size_t off = (size_t)tail & (f - 1);
+  *ptr = p->rxbuf + off;
+  return SHARC_MIN((size_t)(head - tail), f - off);
+}
+
+static void ib_recv_release(transport_conn_t *c, size_t bytes) {
+  ib_pair_t *p = pair_of(c);
+  uint64_t tail = atomic_load(&p->rx_tail) + bytes;
+  atomic_store(&p->rx_tail, tail); /* then read peer_wants (see on WANT) */
+  int wake = atomic_exchange(&p->peer_wants, 0);
+  if (!wake && tail - atomic_load(&p->rx_credited) < p->st->fifo / 4)
+    return;
+  pthread_mutex_lock(&p->lock);
+  if (wake)
+    p->need_wake = 1;
+  else
+    p->need_credit = 1;
+  ctl_flush(p);
+  pthread_mutex_unlock(&p->lock);
+}
+
+static int ib_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
+  ib_pair_t *p = pair_of(c);
+  struct ib_state *st = p->st;
+  mem_ref_t ref;
+  if (!st->zcopy_min || bytes < st->zcopy_min ||
+      atomic_load(&p->state) == P_FAILED || !mem_find(src, bytes, &ref))
+    return 0;
+  int err = 0;
+  pthread_mutex_lock(&st->reg_lock);
+  ib_reg_entry_t *e = ib_regcache_get(
+      &st->reg, ref.id, (uint8_t *)src - ref.offset, ref.size, &err);
+  pthread_mutex_unlock(&st->reg_lock);
+  if (!e) {
+    INFO(SUB_NET,
+         "ib: %s: registering a %zu-byte region for a direct send failed "
+         "(%s); copying through the FIFO instead",
+         st->dev.name, ref.size, strerror(err));
+    return 0;
+  }
+  pthread_mutex_lock(&p->lock);
+  if (p->zc.active) { /* cannot happen: ops on one FIFO run one at a time */
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_lock(&st->reg_lock);
+    ib_regcache_put(&st->reg, e);
+    pthread_mutex_unlock(&st->reg_lock);
+    return 0;
+  }
+  uint64_t start = atomic_load(&p->tx_head);
+  p->zc.active = 1;
+  p->zc.start = start;
+  p->zc.data_end = start + bytes;
+  p->zc.end = start + exec_wire_bytes(bytes);
+  p->zc.src = src;
+  p->zc.reg = e;
+  atomic_store(&p->tx_head, p->zc.end);
+  tx_pump(p);
+  pthread_mutex_unlock(&p->lock);
+  atomic_fetch_add(&st->n_zcopy, 1);
+  return 1;
+}
+
+static int ib_send_done(transport_conn_t *c) {
+  ib_pair_t *p = pair_of(c);
+  struct ib_state *st = p->st;
+  int done = 0;
+  pthread_mutex_lock(&p->lock);
+  if (p->zc.active && atomic_load(&p->tx_done) >= p->zc.end) {
+    pthread_mutex_lock(&st->reg_lock);
+    ib_regcache_put(&st->reg, p->zc.reg);
+    pthread_mutex_unlock(&st->reg_lock);
+    p->zc.active = 0;
+    done = 1;
+  }
+  pthread_mutex_unlock(&p->lock);
+  return done;
+}
+
+/* The receiver always reads inline: zero-copy sends land in its ring. */
+static int ib_recv_begin(transport_conn_t *c, size_t bytes,
+                         const void **direct) {
+  (void)c;
+  (void)bytes;
+  *direct = NULL;
+  return 0;
+}
+
+static void ib_recv_done(transport_conn_t *c) { (void)c; }
+
+static sharc_status_t ib_recv_copy(transport_conn_t *c, void *dst, size_t off,
+                                   size_t n) {
+  return err_set(SHARC_ERR_INTERNAL, "ib: recv_copy is never used");
+}
+
+/* ---- completions (progress thread) ----------------------------------------
+ */
+
+static const char *wr_what(int kind) {
+  return kind == WR_RECV   ? "a receive"
+         : kind == WR_DATA ? "an RDMA write"
+                           : "a credit message";
+}
+
+static void wc_error(ib_pair_t *p, const struct ibv_wc *wc) {
+  struct ib_state *st = p->st;
+  int ps = ibc_peer_state(st->ctrl, p->peer);
+  /* Flushes follow an error reported already, or our own teardown; a peer
+   * that left or died is reported through its control socket. */
+  if (wc->status == IBV_WC_WR_FLUSH_ERR || ps == IBC_PEER_BYE ||
+      ps == IBC_PEER_LOST || atomic_load(&st->stop)) {
+    TRACE(SUB_NET, "ib: rank %d: %s completed with %s (ignored)", p->peer,
+          wr_what(WR_KIND(wc->wr_id)), ibv_wc_status_str(wc->status));
+    if (wc->status != IBV_WC_WR_FLUSH_ERR)
+      atomic_store(&p->state, P_FAILED);
+    return;
+  }
+  int retry = wc->status == IBV_WC_RETRY_EXC_ERR;
+  char hint[200] = "";
+  if (retry)
+    snprintf(hint, sizeof hint,
+             "; the peer stopped answering: it died, or its port or the path "
+             "is down (retried SHARC_IB_RETRY_CNT=%d times, %.2f s each by "
+             "SHARC_IB_TIMEOUT=%d)",
+             st->retry, 4.096e-6 * (double)(1u << st->timeout), st->timeout);
+  else if (wc->status == IBV_WC_REM_ACCESS_ERR ||
+           wc->status == IBV_WC_LOC_PROT_ERR)
+    snprintf(hint, sizeof hint, "; a memory key was refused (a sharc bug)");
+  pair_fail(p, SHARC_ERR_NET, retry ? p->peer : -1,
+            "ib: %s port %d: %s to rank %d (host %s, pid %d) on channel %d "
+            "failed: %s (status %d, vendor error 0x%x)%s",
+            st->dev.name, st->dev.port, wr_what(WR_KIND(wc->wr_id)), p->peer,
+            host_of(st, p->peer), st->comm->peers[p->peer].pid, p->chan,
+            ibv_wc_status_str(wc->status), (int)wc->status, wc->vendor_err,
+            hint);
+}
+
+/* Under p->lock. Returns 1 when the executor should look again. */
+static int on_recv(ib_pair_t *p, int q, uint32_t imm) {
+  struct ib_state *st = p->st;
+  int rc = ib_post_recv(p, q);
+  if (rc) {
+    pair_fail(p, SHARC_ERR_NET, -1,
+              "ib: %s: reposting a receive for rank %d failed: %s",
+              st->dev.name, p->peer, strerror(rc));
+    return 1;
+  }
+  p->got_rtr = 1; /* the peer writes: its QPs are past RTR */
+  uint32_t v = imm & M30;
+  switch (imm >> 30) {
+  case IMM_DATA: {
+    uint64_t tail = atomic_load(&p->rx_tail);
+    uint64_t pre = ib_order_arrive(&p->rxo, q, unwrap30(p->rxo.prefix, v));
+    if (pre == UINT64_MAX || pre - tail > st->fifo) {
+      pair_fail(p, SHARC_ERR_NET, p->peer,
+                "ib: rank %d (host %s) overran the receive FIFO of channel "
+                "%d (protocol error)",
+                p->peer, host_of(st, p->peer), p->chan);
+      return 1;
+    }
+    atomic_store_explicit(&p->rx_head, pre, memory_order_release);
+    return 1;
+  }
+  case IMM_WANT:
+    /* Dekker with ib_recv_release: announce, then look at the tail. */
+    atomic_store(&p->peer_wants, 1);
+    if ((((uint32_t)atomic_load(&p->rx_credited) & M30) != v ||
+         atomic_load(&p->rx_tail) != atomic_load(&p->rx_credited)) &&
+        atomic_exchange(&p->peer_wants, 0))
+      p->need_wake = 1;
+    ctl_flush(p);
+    return 0;
+  case IMM_WAKE: {
+    uint64_t a = atomic_load(&p->tx_acked), w = unwrap30(a, v);
+    if (w - a <= st->fifo)
+      atomic_store(&p->tx_acked, w);
+    p->want_out = 0;
+    tx_pump(p);
+    return 1;
+  }
+  }
+  pair_fail(p, SHARC_ERR_NET, p->peer,
+            "ib: rank %d sent an unknown immediate 0x%x (protocol error)",
+            p->peer, imm);
+  return 1;
+}
+
+/* Drains p's CQ. Returns 1 when the executor should look again. */
+static int poll_pair(ib_pair_t *p) {
+  struct ibv_wc wc[16];
+  int n, woke = 0;
+  while ((n = ibv_poll_cq(p->cq, 16, wc)) > 0) {
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < n; i++) {
+      int kind = WR_KIND(wc[i].wr_id), q = WR_QP(wc[i].wr_id);
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        if (kind != WR_RECV)
+          p->sq_used[q]--;
+        wc_error(p, &wc[i]);
+        woke = 1;
+      } else if (kind == WR_RECV) {
+        woke |= on_recv(p, q, ntohl(wc[i].imm_data));
+      } else if (kind == WR_DATA) {
+        p->sq_used[q]--;
+        atomic_store(&p->tx_done, ib_order_done(&p->txo, q));
+        tx_pump(p);
+        woke = 1;
+      } else {
+        p->sq_used[q]--;
+        ctl_flush(p);
+      }
+    }
+    pthread_mutex_unlock(&p->lock);
+  }
+  if (n < 0) {
+    pthread_mutex_lock(&p->lock);
+    pair_fail(p, SHARC_ERR_NET, -1, "ib: %s: polling the CQ of rank %d failed",
+              p->st->dev.name, p->peer);
+    pthread_mutex_unlock(&p->lock);
+    woke = 1;
+  }
+  return woke;
+}
+
+static void drain_cq_events(struct ib_state *st) {
+  struct ibv_cq *cq;
+  void *ctx;
+  int woke = 0;
+  while (ibv_get_cq_event(st->chan, &cq, &ctx) == 0) {
+    ib_pair_t *p = ctx;
+    if (++p->cq_unacked >= 64) { /* acks take a mutex: batch them */
+      ibv_ack_cq_events(cq, p->cq_unacked);
+      p->cq_unacked = 0;
+    }
+    /* Re-arm first, then poll empty: a completion in between raises a new
+     * event instead of being missed. */
+    if (ibv_req_notify_cq(cq, 0)) {
+      pthread_mutex_lock(&p->lock);
+      pair_fail(p, SHARC_ERR_NET, -1, "ib: %s: cannot re-arm the CQ of rank %d",
+                st->dev.name, p->peer);
+      pthread_mutex_unlock(&p->lock);
+    }
+    woke |= poll_pair(p);
+  }
+  if (woke)
+    comm_wake(st->comm);
+}
+
+static void drain_async(struct ib_state *st) {
+  struct ibv_async_event ev;
+  char why[400];
+  while (ibv_get_async_event(st->dev.ctx, &ev) == 0) {
+    enum ibv_event_type t = ev.event_type;
+    const char *name = ibv_event_type_str(t);
+    if ((t == IBV_EVENT_PORT_ERR && ev.element.port_num == st->dev.port) ||
+        t == IBV_EVENT_DEVICE_FATAL) {
+      snprintf(why, sizeof why,
+               "ib: %s port %d: %s: the link is lost; check the cable and "
+               "switch port (ibstat, ibv_devinfo)",
+               st->dev.name, st->dev.port, name);
+      comm_fail(st->comm, -1, SHARC_ERR_NET, why);
+    } else if (t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
+               t == IBV_EVENT_QP_ACCESS_ERR || t == IBV_EVENT_CQ_ERR) {
+      ib_pair_t *p = t == IBV_EVENT_CQ_ERR ? ev.element.cq->cq_context
+                                           : ev.element.qp->qp_context;
+      pthread_mutex_lock(&p->lock);
+      if (ibc_peer_state(st->ctrl, p->peer) != IBC_PEER_BYE)
+        pair_fail(p, SHARC_ERR_NET, -1,
+                  "ib: %s port %d: %s on the %s to rank %d (host %s), "
+                  "channel %d",
+                  st->dev.name, st->dev.port, name,
+                  t == IBV_EVENT_CQ_ERR ? "CQ" : "QP", p->peer,
+                  host_of(st, p->peer), p->chan);
+      pthread_mutex_unlock(&p->lock);
+    } else {
+      INFO(SUB_NET, "ib: %s: async event %s", st->dev.name, name);
+    }
+    ibv_ack_async_event(&ev);
+  }
+}
+
+/* ---- pairs and the control plane ------------------------------------------
+ */
+
+/* The pair for (peer, chan), created (and our info sent) if absent and
+ * `create`. NULL with the error recorded. */
+static ib_pair_t *pair_get(struct ib_state *st, int peer, int chan, int create,
+                           sharc_status_t *s) {
+  size_t idx = (size_t)peer * (size_t)st->nchan + (size_t)chan;
+  *s = SHARC_OK;
+  pthread_mutex_lock(&st->lock);
+  ib_pair_t *p = st->pairs[idx];
+  if (!p && create && (*s = ib_pair_create(st, peer, chan, &p)) == SHARC_OK) {
+    st->pairs[idx] = p;
+    /* Our info leaves before anything the progress thread may send on this
+     * pair: it takes the pair's lock first. */
+    pthread_mutex_lock(&p->lock);
+    pthread_mutex_unlock(&st->lock);
+    ib_info_t info;
+    ib_pair_info(p, &info);
+    *s = ibc_send(st->ctrl, peer, MSG_INFO, &info, sizeof info);
+    pthread_mutex_unlock(&p->lock);
+    return *s == SHARC_OK ? p : NULL;
+  }
+  pthread_mutex_unlock(&st->lock);
+  return p;
+}
+
+static void on_msg(void *arg, int peer, int type, const void *body,
+                   size_t len) {
+  struct ib_state *st = arg;
+  struct sharc_comm *comm = st->comm;
+  uint32_t chan;
+  memcpy(&chan, body, sizeof chan);
+  if ((type != MSG_INFO && type != MSG_RTR) ||
+      len != (type == MSG_INFO ? sizeof(ib_info_t) : sizeof chan) ||
+      chan >= (uint32_t)st->nchan) {
+    WARN(SUB_NET,
+         "ib: rank %d (host %s) sent a control message of type %d, %zu "
+         "bytes, channel %u; ignored",
+         peer, host_of(st, peer), type, len, chan);
+    return;
+  }
+  sharc_status_t s;
+  ib_pair_t *p = pair_get(st, peer, (int)chan, type == MSG_INFO, &s);
+  if (!p) {
+    char why[400];
+    snprintf(why, sizeof why, "%s", err_last());
+    if (type == MSG_INFO)
+      comm_fail(comm, -1, s, why);
+    return;
+  }
+  pthread_mutex_lock(&p->lock);
+  if (type == MSG_RTR) {
+    p->got_rtr = 1;
+  } else if (atomic_load(&p->state) == P_INIT) {
+    ib_info_t info;
+    char why[300];
+    memcpy(&info, body, sizeof info);
+    s = ib_pair_connect(p, &info, why, sizeof why);
+    if (s != SHARC_OK)
+      pair_fail(p, s, -1,
+                "ib: %s port %d: connecting channel %d to rank %d (host %s): "
+                "%s",
+                st->dev.name, st->dev.port, (int)chan, peer, host_of(st, peer),
+                why);
+    else {
+      atomic_store(&p->state, P_RTS);
+      ibc_send(st->ctrl, peer, MSG_RTR, &chan, sizeof chan);
+    }
+  }
+  int expect = P_RTS;
+  if (p->got_rtr && atomic_compare_exchange_strong(&p->state, &expect, P_READY))
+    TRACE(SUB_NET, "ib: channel %u to rank %d ready", chan, peer);
+  tx_pump(p);
+  ctl_flush(p);
+  pthread_mutex_unlock(&p->lock);
+  comm_wake(comm);
+}
+
+static void on_lost(void *arg, int peer, int err) {
+  struct ib_state *st = arg;
+  struct sharc_comm *comm = st->comm;
+  char why[400];
+  snprintf(why, sizeof why,
+           "rank %d (host %s, pid %d) closed its connection: process died "
+           "or left the communicator%s%s",
+           peer, comm->peers[peer].host, comm->peers[peer].pid, err ? " (" : "",
+           err ? strerror(err) : "");
+  if (err)
+    strncat(why, ")", sizeof why - strlen(why) - 1);
+  comm_fail(comm, peer, SHARC_ERR_PEER_LOST, why);
+}
+
+static void on_abort(void *arg, int peer, int f, sharc_status_t s) {
+  struct ib_state *st = arg;
+  struct sharc_comm *comm = st->comm;
+  char why[400];
+  int known = f >= 0 && f < comm->nranks;
+  if (known)
+    snprintf(why, sizeof why,
+             "rank %d (host %s) %s (reported by rank %d, "
+             "host %s)",
+             f, comm->peers[f].host,
+             s == SHARC_ERR_PEER_LOST ? "was lost"
+             : s == SHARC_ERR_TIMEOUT ? "timed out"
+                                      : sharc_status_string(s),
+             peer, comm->peers[peer].host);
+  else
+    snprintf(why, sizeof why, "rank %d (host %s) aborted the communicator: %s",
+             peer, comm->peers[peer].host, sharc_status_string(s));
+  comm_fail(comm, known ? f : -1, s, why);
+}
+
+static void on_kick(void *arg) { kick(arg); }
+
+static void *progress_main(void *arg) {
+  struct ib_state *st = arg;
+  while (!atomic_load(&st->stop)) {
+    size_t n;
+    int timeout_ms;
+    struct pollfd *pfd = ibc_pollset(st->ctrl, 3, &n, &timeout_ms);
+    if (!pfd) {
+      comm_fail(st->comm, -1, SHARC_ERR_NO_MEM,
+                "ib: out of memory in the progress thread");
+      break;
+    }
+    pfd[0] = (struct pollfd){st->efd, POLLIN, 0};
+    pfd[1] = (struct pollfd){st->chan->fd, POLLIN, 0};
+    pfd[2] = (struct pollfd){st->dev.ctx->async_fd, POLLIN, 0};
+    if (poll(pfd, n, timeout_ms) < 0 && errno != EINTR) {
+      comm_fail(st->comm, -1, SHARC_ERR_SYSTEM, "ib: poll failed");
+      break;
+    }
+    if (pfd[0].revents) {
+      uint64_t v;
+      ssize_t r = read(st->efd, &v, sizeof v);
+      (void)r;
+    }
+    if (pfd[1].revents)
+      drain_cq_events(st);
+    if (pfd[2].revents)
+      drain_async(st);
+    ibc_handle(st->ctrl, 3, n);
+  }
+  return NULL;
+}
+
+/* ---- vtable: setup, connect, check, teardown ------------------------------
+ */
+
+static int reg_user(void *arg, void *base, size_t len, void **handle,
+                    uint32_t *lkey) {
+  /* Only ever a write source, but registered with LOCAL_WRITE: a
+   * read-only pin of private memory may pin the shared zero page or a
+   * copy-on-write original (kernels before 6.2), so later CPU writes would
+   * not reach what the NIC sends. Read-only mappings fall back to 0. */
+  struct ibv_mr *mr = ibv_reg_mr(arg, base, len, IBV_ACCESS_LOCAL_WRITE);
+  if (!mr && (errno == EFAULT || errno == EACCES))
+    mr = ibv_reg_mr(arg, base, len, 0);
+  if (!mr)
+    return errno ? errno : EINVAL;
+  *handle = mr;
+  *lkey = mr->lkey;
+  return 0;
+}
+static void dereg_user(void *arg, void *handle) { ibv_dereg_mr(handle); }
+static int alive_user(void *arg, uint64_t id, uintptr_t base, size_t len) {
+  mem_ref_t r;
+  return mem_find((void *)base, len, &r) && r.id == id && r.offset == 0;
+}
+
+static void state_free(struct ib_state *st) {
+  struct sharc_comm *comm = st->comm;
+  if (st->pairs)
+    for (size_t i = 0; i < (size_t)comm->nranks * (size_t)st->nchan; i++)
+      ib_pair_destroy(st->pairs[i]);
+  if (st->reg.e)
+    ib_regcache_free(&st->reg);
+  if (st->efd >= 0)
+    close(st->efd);
+  if (st->chan)
+    ibv_destroy_comp_channel(st->chan);
+  ib_dev_close(&st->dev);
+  ibc_destroy(st->ctrl);
+  pthread_mutex_destroy(&st->lock);
+  pthread_mutex_destroy(&st->reg_lock);
+  free(st->pairs);
+  free(st);
+}
+
+/* Reads an integer tunable in [lo, hi]; names it when out of range. */
+static sharc_status_t tunable(struct sharc_comm *comm, param_id_t id,
+                              int64_t lo, int64_t hi, int64_t *out) {
+  *out = param_int(id);
+  if (*out < lo || *out > hi)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "ib: %s=%lld: use %lld..%lld", param_env_name(id),
+                      (long long)*out, (long long)lo, (long long)hi);
+  return SHARC_OK;
+}
+
+static void gpu_note(void) {
+  static _Atomic int said;
+  if (atomic_exchange(&said, 1))
+    return;
+  INFO(SUB_NET, "ib: GPU buffers: %s",
+       ib_peermem_loaded("")
+           ? "nvidia-peermem is loaded, so device memory could be registered "
+             "(GPUDirect RDMA), but sharc has no device-memory path yet: GPU "
+             "data is staged through host memory"
+           : "nvidia-peermem is not loaded: GPU data is staged through "
+             "pinned host memory (modprobe nvidia-peermem enables GPUDirect "
+             "RDMA)");
+}
+
+static sharc_status_t ib_setup(struct sharc_comm *comm) {
+  if (comm->ib)
+    return SHARC_OK;
+  if (comm->listen_fd < 0)
+    return comm_error(comm, SHARC_ERR_INTERNAL,
+                      "ib: setup without a listener (listen_fd -1)");
+  int64_t nqp, tmo, retry, sl, tc, fifo, zc;
+  CHECK(tunable(comm, PARAM_IB_QPS_PER_PEER, 1, IB_MAX_QPS, &nqp));
+  CHECK(tunable(comm, PARAM_IB_TIMEOUT, 1, 31, &tmo));
+  CHECK(tunable(comm, PARAM_IB_RETRY_CNT, 0, 7, &retry));
+  CHECK(tunable(comm, PARAM_IB_SL, 0, 15, &sl));
+  CHECK(tunable(comm, PARAM_IB_TC, 0, 255, &tc));
+  CHECK(tunable(comm, PARAM_IB_FIFO_BYTES, 65536, (int64_t)1 << 28, &fifo));
+  CHECK(tunable(comm, PARAM_IB_ZCOPY_BYTES, 0, INT64_MAX, &zc));
+  struct ib_state *st = calloc(1, sizeof *st);
+  if (!st)
+    return comm_error(comm, SHARC_ERR_NO_MEM, "ib: out of memory");
+  st->comm = comm;
+  st->nchan = SHARC_MAX(comm->nchan, 1);
+  st->nqp = (int)nqp;
+  st->timeout = (int)tmo;
+  st->retry = (int)retry;
+  st->sl = (int)sl;
+  st->tc = (int)tc;
+  st->fifo = 65536;
+  while ((int64_t)st->fifo < fifo)
+    st->fifo <<= 1;
+  st->chunk = SHARC_MIN(st->fifo / 4, (size_t)1 << 20);
+  st->zcopy_min = (size_t)zc;
+  st->efd = -1;
+  pthread_mutex_init(&st->lock, NULL);
+  pthread_mutex_init(&st->reg_lock, NULL);
+  sharc_status_t s = SHARC_OK;
+  ibc_ops_t ops = {on_msg, on_lost, on_abort, on_kick, st};
+  CHECK_GOTO(ibc_create(comm, &ops, &st->ctrl), s, fail);
+  CHECK_GOTO(ib_dev_open(comm, &st->dev), s, fail);
+  st->chan = ibv_create_comp_channel(st->dev.ctx);
+  st->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (!st->chan || st->efd < 0) {
+    s = comm_error(comm, SHARC_ERR_SYSTEM,
+                   "ib: %s: cannot create a completion channel or eventfd: %s",
+                   st->dev.name, strerror(errno));
+    goto fail;
+  }
+  /* The progress thread polls these; reads must not block. */
+  fcntl(st->chan->fd, F_SETFL, fcntl(st->chan->fd, F_GETFL) | O_NONBLOCK);
+  fcntl(st->dev.ctx->async_fd, F_SETFL,
+        fcntl(st->dev.ctx->async_fd, F_GETFL) | O_NONBLOCK);
+  ib_reg_ops_t rops = {reg_user, dereg_user, alive_user, st->dev.pd};
+  st->pairs =
+      calloc((size_t)comm->nranks * (size_t)st->nchan, sizeof *st->pairs);
+  if (!st->pairs || ib_regcache_init(&st->reg, IB_REG_CACHE, &rops)) {
+    s = comm_error(comm, SHARC_ERR_NO_MEM, "ib: out of memory for %d peers",
+                   comm->nranks);
+    goto fail;
+  }
+  int e = pthread_create(&st->thread, NULL, progress_main, st);
+  if (e) {
+    s = comm_error(comm, SHARC_ERR_SYSTEM,
+                   "ib: cannot start the progress thread: %s", strerror(e));
+    goto fail;
+  }
+  st->thread_started = 1;
+  comm->ib = st;
+  gpu_note();
+  char g[64];
+  INFO(SUB_NET,
+       "ib: %s port %d (%s, %s %s, MTU %d, %.0f Gb/s; %d usable port(s)), "
+       "%d QP(s) per peer, FIFOs of %zu bytes, %d channel(s)",
+       st->dev.name, st->dev.port, st->dev.ethernet ? "RoCE" : "InfiniBand",
+       st->dev.global ? "GID" : "LID",
+       st->dev.global ? ib_gid_str(st->dev.gid, g, sizeof g) : "",
+       128 << st->dev.mtu, st->dev.gbps, st->dev.ncand, st->nqp, st->fifo,
+       st->nchan);
+  return SHARC_OK;
+fail:
+  state_free(st);
+  return s;
+}
+
+static sharc_status_t ib_connect(struct sharc_comm *comm, int peer, int chan,
+                                 int is_send, uint64_t deadline_ns,
+                                 transport_conn_t **conn) {
+  struct ib_state *st = comm->ib;
+  if (!st)
+    return comm_error(comm, SHARC_ERR_INTERNAL,
+                      "ib: connect to rank %d before setup", peer);
+  if (peer < 0 || peer >= comm->nranks || peer == comm->rank || chan < 0 ||
+      chan >= st->nchan)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "ib: connect to rank %d channel %d: out of range (%d "
+                      "ranks, %d channels, self %d)",
+                      peer, chan, comm->nranks, st->nchan, comm->rank);
+  CHECK(ibc_connect(st->ctrl, peer, deadline_ns));
+  sharc_status_t s;
+  ib_pair_t *p = pair_get(st, peer, chan, 1, &s);
+  if (!p)
+    return s;
+  pthread_mutex_lock(&p->lock);
+  if (p->deadline == 0)
+    p->deadline = deadline_ns;
+  pthread_mutex_unlock(&p->lock);
+  *conn = is_send ? &p->tx.base : &p->rx.base;
+  return SHARC_OK;
+}
+
+static sharc_status_t ib_check(transport_conn_t *c) {
+  ib_pair_t *p = pair_of(c);
+  struct ib_state *st = p->st;
+  struct sharc_comm *comm = st->comm;
+  const char *host = host_of(st, c->peer);
+  int ps = ibc_peer_state(st->ctrl, c->peer);
+  int s = atomic_load(&p->state);
+  if (ps == IBC_PEER_LOST)
+    return comm_record(comm, SHARC_ERR_PEER_LOST,
+                       "rank %d (host %s, pid %d) closed its connection: "
+                       "process died or left the communicator",
+                       c->peer, host, comm->peers[c->peer].pid);
+  /* A goodbye travels over TCP and may overtake the completion of the
+   * peer's last write: a rank still waiting 200 ms after it has really
+   * lost the peer. */
+  int bye_lost = 0;
+  if (ps == IBC_PEER_BYE &&
+      (c->is_send || atomic_load(&p->rx_head) == atomic_load(&p->rx_tail))) {
+    uint64_t now = time_ns();
+    pthread_mutex_lock(&p->lock);
+    if (!p->bye_seen_ns)
+      p->bye_seen_ns = now;
+    bye_lost = now - p->bye_seen_ns > 200000000ull;
+    pthread_mutex_unlock(&p->lock);
+  }
+  if (bye_lost)
+    return comm_record(comm, SHARC_ERR_PEER_LOST,
+                       "ib: rank %d (host %s) left the communicator while "
+                       "this rank still %s it on channel %d",
+                       c->peer, host,
+                       c->is_send ? "had data for" : "expected data from",
+                       c->chan);
+  pthread_mutex_lock(&p->lock);
+  char err[sizeof p->err];
+  snprintf(err, sizeof err, "%s", p->err);
+  uint64_t deadline = p->deadline;
+  pthread_mutex_unlock(&p->lock);
+  if (s == P_FAILED)
+    return comm_record(comm, SHARC_ERR_NET, "%s",
+                       err[0] ? err : "ib: the connection failed");
+  if (s != P_READY && deadline && time_ns() > deadline)
+    return comm_record(
+        comm, SHARC_ERR_TIMEOUT,
+        "ib: channel %d to rank %d (host %s) not connected within "
+        "SHARC_TIMEOUT=%s: %s",
+        c->chan, c->peer, host, param_str(PARAM_TIMEOUT),
+        ps == IBC_PEER_NONE ? "its control connection never arrived (it has "
+                              "not reached this point, or cannot reach this "
+                              "host)"
+        : s == P_INIT       ? "its QP information never arrived"
+                            : "its QPs never reported ready");
+  return SHARC_OK;
+}
+
+static void ib_notify_abort(struct sharc_comm *comm, int failed_rank,
+                            sharc_status_t s) {
+  if (comm->ib)
+    ibc_abort_all(comm->ib->ctrl, failed_rank, s);
+}
+
+/* Every committed byte written and completed (or its peer gone). */
+static int tx_flushed(struct ib_state *st) {
+  int done = 1;
+  pthread_mutex_lock(&st->lock);
+  for (size_t i = 0; i < (size_t)st->comm->nranks * (size_t)st->nchan; i++) {
+    ib_pair_t *p = st->pairs[i];
+    int ps = p ? ibc_peer_state(st->ctrl, p->peer) : IBC_PEER_NONE;
+    if (p && atomic_load(&p->state) != P_FAILED && ps != IBC_PEER_LOST &&
+        ps != IBC_PEER_BYE &&
+        atomic_load(&p->tx_done) != atomic_load(&p->tx_head))
+      done = 0;
+  }
+  pthread_mutex_unlock(&st->lock);
+  return done;
+}
+
+static void ib_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
+  struct ib_state *st = comm->ib;
+  if (!st)
+    return;
+  for (;;) { /* after a failure nobody waits for our bytes */
+    uint32_t seen = atomic_load(&comm->wake->doorbell);
+    if (atomic_load(&comm->fail.failed) || tx_flushed(st))
+      break;
+    uint64_t now = time_ns();
+    if (now >= deadline_ns) {
+      WARN(SUB_NET, "ib: teardown: unsent bytes dropped at the deadline");
+      break;
+    }
+    comm_wait(comm, seen, SHARC_MIN(deadline_ns - now, 100000000ull));
+  }
+  ibc_bye_all(st->ctrl);
+  atomic_store(&st->stop, 1);
+  kick(st);
+  pthread_join(st->thread, NULL);
+  comm->ib = NULL;
+  state_free(st);
+}
+
+sharc_status_t ib_stats(struct sharc_comm *comm, ib_stats_t *out) {
+  struct ib_state *st = comm->ib;
+  if (!st)
+    return SHARC_ERR_INVALID_ARG;
+  memset(out, 0, sizeof *out);
+  topo_copy(out->dev, sizeof out->dev, st->dev.name);
+  out->port = st->dev.port;
+  out->gid_index = st->dev.gid_index;
+  out->nqp = st->nqp;
+  pthread_mutex_lock(&st->reg_lock);
+  out->reg_hits = st->reg.hits;
+  out->reg_misses = st->reg.misses;
+  out->reg_evictions = st->reg.evictions;
+  pthread_mutex_unlock(&st->reg_lock);
+  out->zcopy_sends = atomic_load(&st->n_zcopy);
+  out->want_msgs = atomic_load(&st->n_want);
+  out->wake_msgs = atomic_load(&st->n_wake);
+  out->credit_writes = atomic_load(&st->n_credit);
+  return SHARC_OK;
+}
+
+const transport_t transport_ib = {
+    .name = "ib",
+    .setup = ib_setup,
+    .connect = ib_connect,
+    .send_space = ib_send_space,
+    .send_commit = ib_send_commit,
+    .recv_avail = ib_recv_avail,
+    .recv_release = ib_recv_release,
+    .send_begin = ib_send_begin,
+    .send_done = ib_send_done,
+    .recv_begin = ib_recv_begin,
+    .recv_done = ib_recv_done,
+    .recv_copy = ib_recv_copy,
+    .check = ib_check,
+    .notify_abort = ib_notify_abort,
+    .teardown = ib_teardown,
+};
+
+#endif /* SHARC_HAVE_IBVERBS */

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build (plain and with
-# AddressSanitizer + UndefinedBehaviorSanitizer), run every CTest test in both.
+# AddressSanitizer + UndefinedBehaviorSanitizer), run every CTest test in both,
+# then build with ThreadSanitizer and run the tests whose ranks run several
+# threads (tsan_tests below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/deps.sh
@@ -21,18 +23,35 @@ else
   echo "fuzz: findings or a failed build; see build-fuzz/*.log and build-fuzz/artifacts/"
   status=1
 fi
-for variant in plain asan; do
+# ThreadSanitizer (5-15x slower) runs a subset, about 3 minutes with its
+# build on 2 cores: the tests where a rank runs several threads (callers,
+# stream workers, the tcp progress thread, the recorder's printers, the
+# bootstrap root) over shm and tcp. Left out: the single-threaded pure-logic
+# unit tests (test_kernels, test_schedule: minutes under TSan, nothing to
+# find) and test_ib_mock: TSan reports races between its software HCA's
+# DMA thread (tests/unit/mock_verbs.c) and plain reads of RDMA-written words
+# in comm/transport/ib.c (credit_now, ctl_flush), to be fixed in the ib
+# transport before it joins this list.
+# A report makes the rank exit 66, which fails its test.
+tsan_tests='^(unit\.|mp\.coll\.(shm|tcp)\.n4$|mp\.hang\.|mp\.kill\.(shm|tcp|abort\.shm|abort\.tcp)$|mp\.check\.coll\.(shm|tcp)\.n4$|mp\.fault\.|shard\.(parity-gpt|trace)$)'
+tsan_skip='^unit\.test_(kernels|schedule|ib_mock)$'
+for variant in plain asan tsan; do
   dir=build-test-$variant
+  start=$SECONDS
   flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARC_WERROR=ON)
   [ "$variant" = asan ] && flags+=(-DSHARC_SANITIZE=ON)
+  [ "$variant" = tsan ] && flags+=(-DSHARC_TSAN=ON)
   cmake -S . -B "$dir" "${flags[@]}" >/dev/null
   cmake --build "$dir" -j"$jobs"
   echo "=== ctest ($variant) ==="
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
+  select=()
+  [ "$variant" = tsan ] && select=(-R "$tsan_tests" -E "$tsan_skip")
   log="$dir/ctest.log"
   set +e
-  (cd "$dir" && ctest --output-on-failure -j1 --timeout 900) 2>&1 | tee "$log"
+  (cd "$dir" && ctest --output-on-failure -j1 --timeout 900 "${select[@]}") 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e
   [ "$rc" -eq 0 ] || status=1
@@ -48,7 +67,8 @@ for variant in plain asan; do
   else
     status=1
   fi
+  echo "=== $variant: build and tests took $((SECONDS - start)) s ==="
 done
-echo "ci: plain and asan builds, every test of each (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
+echo "ci: plain and asan builds, every test of each; tsan build, the threaded subset (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status

@@ -188,7 +188,7 @@ sharc_status_t coll_execute(coll_call_t *call) {
     st = run_call(call);
     shm_publish_progress(comm, comm->seq + 1, comm->seq + 1);
   }
-  comm->seq++;
+  atomic_store_explicit(&comm->seq, comm->seq + 1, memory_order_relaxed);
   pass_turn(comm);
   return st;
 }

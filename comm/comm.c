@@ -5,9 +5,10 @@
  * Creation: open this rank's data listener on the interface that reaches
  * the rendezvous, rendezvous (bootstrap.c) to learn every rank's host and
  * address, group ranks by host, give each peer a transport (shm on the same
- * host unless SHARC_TRANSPORT=tcp, tcp otherwise), and set the transports
- * up. Split exchanges (color, key, listener port) with an all-gather on the
- * parent and builds the child the same way, without a new rendezvous.
+ * host unless SHARC_TRANSPORT names a network transport, SHARC_NET (tcp or
+ * ib) otherwise), and set the transports up. Split exchanges (color, key,
+ * listener port) with an all-gather on the parent and builds the child the
+ * same way, without a new rendezvous.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "fault.h"
 #include "place.h"
 #include "schedule.h"
 
@@ -71,6 +73,7 @@ static void comm_free(struct sharc_comm *c) {
     return;
   rec_unregister(c);
   uint64_t deadline = time_ns() + SHARC_MIN(timeout_ns(), 10000000000ull);
+  transport_ib.teardown(c, deadline);
   transport_tcp.teardown(c, deadline);
   transport_shm.teardown(c, deadline);
   if (c->listen_fd >= 0)
@@ -145,26 +148,34 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
   }
   free(hosts);
   CHECK(comm_place(c));
-  const char *tps = param_str(PARAM_TRANSPORT);
-  int force_tcp = !strcasecmp(tps, "tcp");
-  if (!force_tcp && strcasecmp(tps, "auto") && strcasecmp(tps, "shm"))
+  /* A network transport named in SHARC_TRANSPORT carries every pair (for
+   * one-host tests); auto uses SHARC_NET between hosts only. */
+  const char *tps = param_str(PARAM_TRANSPORT), *nets = param_str(PARAM_NET);
+  int force_net = !strcasecmp(tps, "tcp") || !strcasecmp(tps, "ib");
+  if (!force_net && strcasecmp(tps, "auto") && strcasecmp(tps, "shm"))
+    return comm_error(
+        c, SHARC_ERR_INVALID_ARG,
+        "init: SHARC_TRANSPORT=%s unknown; use auto, shm, tcp or ib", tps);
+  if (strcasecmp(nets, "tcp") && strcasecmp(nets, "ib"))
     return comm_error(c, SHARC_ERR_INVALID_ARG,
-                      "init: SHARC_TRANSPORT=%s unknown; use auto, shm or tcp",
-                      tps);
-  int need_tcp = 0;
+                      "init: SHARC_NET=%s unknown; use tcp or ib", nets);
+  const transport_t *net = !strcasecmp(force_net ? tps : nets, "ib")
+                               ? &transport_ib
+                               : &transport_tcp;
+  int need_net = 0;
   for (int r = 0; r < n; r++) {
     int same = c->host_of[r] == c->host_of[c->rank];
-    if (same && !force_tcp) {
+    if (same && !force_net) {
       if (r == c->rank)
         c->local_rank = c->local_size;
       c->local_ranks[c->local_size++] = r;
       c->tp[r] = &transport_shm;
     } else {
-      c->tp[r] = &transport_tcp;
-      need_tcp = 1;
+      c->tp[r] = net;
+      need_net = 1;
     }
   }
-  if (force_tcp) { /* the local group is just us */
+  if (force_net) { /* the local group is just us */
     c->local_rank = 0;
     c->local_size = 1;
     c->local_ranks[0] = c->rank;
@@ -174,11 +185,12 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
   c->nchan = (int)SHARC_MIN(SHARC_MAX(nch, 1), 16);
   if (c->local_size > 1)
     CHECK(transport_shm.setup(c));
-  if (need_tcp)
-    CHECK(transport_tcp.setup(c));
-  INFO(SUB_INIT, "comm %016llx: rank %d of %d, local %d of %d, %d hosts, %s",
+  if (need_net)
+    CHECK(net->setup(c));
+  INFO(SUB_INIT, "comm %016llx: rank %d of %d, local %d of %d, %d hosts, %s%s",
        (unsigned long long)c->uid, c->rank, c->nranks, c->local_rank,
-       c->local_size, c->nhosts, need_tcp ? "tcp+shm" : "shm");
+       c->local_size, c->nhosts, need_net ? net->name : "",
+       need_net ? "+shm" : "shm");
   return SHARC_OK;
 }
 
@@ -186,6 +198,7 @@ static sharc_status_t comm_create(bootstrap_env_t *env, sharc_comm_t *out) {
   sharc_status_t st = SHARC_OK;
   comm_cfg_t cfg;
   CHECK(comm_cfg_load(&cfg));
+  CHECK(fault_init(env->rank)); /* SHARC_FAULT (tests only) */
   struct sharc_comm *c = comm_alloc();
   if (!c)
     return err_set(SHARC_ERR_NO_MEM, "init: out of memory");

@@ -63,13 +63,15 @@ struct sharc_comm {
   const transport_t **tp; /* [nranks] transport used to reach each rank */
   int nchan;              /* channels per peer */
 
-  /* tcp: this comm's data listener (created before the rendezvous). */
+  /* tcp: this comm's data listener (created before the rendezvous); ib
+   * accepts its control sockets on it (the two are never set up together). */
   int listen_fd;
   net_addr_t listen_addr;
 
   /* transport private state */
   struct shm_state *shm;
   struct tcp_state *tcp;
+  struct ib_state *ib;
 
   /* waiting */
   wake_word_t *wake; /* points into the shm segment or wake_private */
@@ -89,7 +91,9 @@ struct sharc_comm {
   pthread_mutex_t order_lock;
   pthread_cond_t order_cond;
   uint64_t next_ticket, serving;
-  uint64_t seq;    /* collectives executed */
+  /* collectives executed: written by the thread whose turn it is, read by
+   * the recorder's printers (other threads) */
+  _Atomic uint64_t seq;
   uint64_t nsplit; /* splits done, for child uids */
 
   /* flight recorder; rec_cur is the running collective's entry */

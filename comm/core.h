@@ -110,7 +110,11 @@ const char *err_last(void);
     "dbtree (these two: all-reduce only) or hier (two levels across hosts; "   \
     "all-gather, reduce-scatter, all-reduce)")                                 \
   X(TRANSPORT, "SHARC_TRANSPORT", "auto",                                      \
-    "auto (shm on one host, tcp between hosts) or tcp (tcp everywhere)")       \
+    "auto (shm on one host, SHARC_NET between hosts), tcp (tcp everywhere) "   \
+    "or ib (InfiniBand/RoCE verbs everywhere, through the NIC's loopback on "  \
+    "one host)")                                                               \
+  X(NET, "SHARC_NET", "tcp",                                                   \
+    "transport between hosts when SHARC_TRANSPORT=auto: tcp or ib")            \
   X(SHM_FIFO_BYTES, "SHARC_SHM_FIFO_BYTES", "1048576",                         \
     "bytes of each shared-memory FIFO per peer and channel")                   \
   X(SHM_DIRECT, "SHARC_SHM_DIRECT", "1",                                       \
@@ -118,6 +122,27 @@ const char *err_last(void);
     "in place (one copy); 0: always copy through the FIFO")                    \
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
+  X(IB_HCA, "SHARC_IB_HCA", "",                                                \
+    "RDMA devices/ports to use, NCCL_IB_HCA syntax: mlx5_0:1,mlx5_1 "          \
+    "(prefixes), =name (exact), ^name (exclude); empty: the active port "      \
+    "nearest the rank's NUMA node")                                            \
+  X(IB_GID_INDEX, "SHARC_IB_GID_INDEX", "-1",                                  \
+    "RoCE GID index (show_gids); -1: the RoCE v2 IPv4-mapped GID")             \
+  X(IB_QPS_PER_PEER, "SHARC_IB_QPS_PER_PEER", "1",                             \
+    "RC queue pairs per peer and channel (1..16); writes go round-robin")      \
+  X(IB_TIMEOUT, "SHARC_IB_TIMEOUT", "18",                                      \
+    "QP ack timeout exponent: 4.096 us x 2^N per retry (1..31)")               \
+  X(IB_RETRY_CNT, "SHARC_IB_RETRY_CNT", "7",                                   \
+    "QP transport retries before a write fails (0..7)")                        \
+  X(IB_SL, "SHARC_IB_SL", "0", "InfiniBand service level of the QPs (0..15)")  \
+  X(IB_TC, "SHARC_IB_TC", "0",                                                 \
+    "RoCE traffic class of the QPs (0..255; DSCP << 2)")                       \
+  X(IB_FIFO_BYTES, "SHARC_IB_FIFO_BYTES", "4194304",                           \
+    "bytes of each registered ib staging ring per peer and channel")           \
+  X(IB_ZCOPY_BYTES, "SHARC_IB_ZCOPY_BYTES", "65536",                           \
+    "ib sends of at least this many bytes from sharc_mem_alloc / "             \
+    "sharc_mem_register buffers are written from the buffer itself "           \
+    "(registered once, cached); 0: always copy")                               \
   X(NCHANNELS, "SHARC_NCHANNELS", "2",                                         \
     "parallel channels (FIFOs, TCP sockets) per peer for large messages")      \
   X(SLICE_BYTES, "SHARC_SLICE_BYTES", "262144",                                \
@@ -148,6 +173,10 @@ const char *err_last(void);
     "1: before each collective the ranks compare its signature (call, "        \
     "count, type, root, reduction) and fail with SHARC_ERR_MISMATCH, naming "  \
     "the ranks, instead of hanging or corrupting; costs one small exchange")   \
+  X(FAULT, "SHARC_FAULT", "",                                                  \
+    "TESTS ONLY: inject faults, e.g. kill:2:send:1M, drop:1:send, "            \
+    "delay:1:500, corrupt:1:header, save_kill:2 (comm/fault.h); unset in "     \
+    "production")                                                              \
   X(DEBUG, "SHARC_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE")      \
   X(DEBUG_SUBSYS, "SHARC_DEBUG_SUBSYS", "ALL",                                 \
     "comma-separated subsystems to log: INIT,COMM,NET,SHM,CUDA,TOPO,SHARD "    \

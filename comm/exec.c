@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "reduce.h"
 
 typedef struct {
@@ -123,10 +124,13 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
       if (n == 0)
         break;
       n = SHARC_MIN(SHARC_MIN(n, left), slice - moved);
+      size_t data = 0;
       if (st->done < st->bytes) {
-        size_t data = SHARC_MIN(n, st->bytes - st->done);
+        data = SHARC_MIN(n, st->bytes - st->done);
         memcpy(p, buf_at(bufs, o->src_buf, o->src_off, esize) + st->done, data);
       }
+      if (fault_enabled() && fault_send(c, p, data, n))
+        break; /* SHARC_FAULT dropped the connection */
       c->tp->send_commit(c, n);
       st->done += n;
       moved += n;
@@ -134,6 +138,8 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
       const void *p;
       size_t n = c->tp->recv_avail(c, &p);
       n = SHARC_MIN(SHARC_MIN(n, left), slice - moved);
+      if (n && fault_enabled() && fault_recv(c, n))
+        break;
       if (st->done < st->bytes) {
         size_t data = SHARC_MIN(n, st->bytes - st->done);
         if (o->kind == SCHED_RECV_REDUCE)
@@ -216,22 +222,57 @@ static int find_laggards(struct sharc_comm *comm, char *out, size_t len) {
   return first;
 }
 
-static sharc_status_t check_conns(const op_state_t *sts, size_t n) {
+/* Over shared memory every rank publishes whom it sleeps on (shm.c).
+ * Following those waits from `first` (the peer this rank waits on) leads
+ * to the rank that holds the collective up: one inside it that waits on
+ * nobody (busy, stopped or descheduled). Returns that rank and describes
+ * it in out; -1 when the chain leaves the host, loops, or ends at a rank
+ * that is not inside this collective (find_laggards names those). */
+static int follow_waits(struct sharc_comm *comm, int first, char *out,
+                        size_t len) {
+  char path[128];
+  size_t o = (size_t)snprintf(path, sizeof path, "%d", comm->rank);
+  int r = first;
+  out[0] = '\0';
+  for (int hops = 0; hops < comm->nranks && r >= 0 && r != comm->rank; hops++) {
+    if (o + 16 < sizeof path)
+      o += (size_t)snprintf(path + o, sizeof path - o, " -> %d", r);
+    int w = shm_peer_waiting(comm, r);
+    if (w == -1) {
+      snprintf(out, len,
+               "; rank %d (host %s) is inside it but waits on no peer (the "
+               "waits lead there: %s): it stopped moving",
+               r, comm->peers[r].host, path);
+      return r;
+    }
+    r = w; /* -2: not on this host, -3: not inside it: stop */
+  }
+  return -1;
+}
+
+/* The first unhealthy connection among the round's pending ops: its
+ * status (SHARC_OK: none), with *peer set to the rank it leads to. */
+static sharc_status_t check_conns(const op_state_t *sts, size_t n, int *peer) {
   for (size_t i = 0; i < n; i++) {
     if (!sts[i].conn || sts[i].done >= sts[i].wire)
       continue;
     transport_conn_t *c = sts[i].conn;
     sharc_status_t st = c->tp->check(c);
-    if (st != SHARC_OK)
+    if (st != SHARC_OK) {
+      *peer = c->peer;
       return st;
+    }
   }
   return SHARC_OK;
 }
 
+/* *published: the peer this rank last published as the one it sleeps on
+ * (shm_publish_wait), -1 for none; kept current across rounds. */
 static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
                                 size_t r, op_state_t *sts, void *const bufs[3],
                                 sharc_dtype_t dtype, sharc_op_t op,
-                                size_t esize, uint8_t **bounce) {
+                                size_t esize, uint8_t **bounce,
+                                int *published) {
   size_t first = s->round_start[r], n = s->round_start[r + 1] - first;
   uint64_t deadline = time_ns() + comm->cfg.timeout_ns;
   for (size_t i = 0; i < n; i++) {
@@ -271,6 +312,12 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     uint32_t seen = atomic_load(&comm->wake->doorbell);
     size_t moved = 0;
     int pending = 0;
+    if (fault_enabled() && *published != -1) {
+      /* A SHARC_FAULT delay stalls this rank inside a pass: say it waits on
+       * nobody while it polls, so peers' diagnosis finds it here. */
+      shm_publish_wait(comm, -1);
+      *published = -1;
+    }
     for (size_t i = 0; i < n; i++) {
       if (sts[i].done >= sts[i].wire)
         continue;
@@ -282,6 +329,10 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     if (moved) {
       idle = 0;
       last_progress = time_ns();
+      if (*published != -1) { /* awake and moving: wait on nobody */
+        shm_publish_wait(comm, -1);
+        *published = -1;
+      }
       continue;
     }
     if (!pending)
@@ -296,19 +347,25 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     if (now - last_check >= EXEC_CHECK_INTERVAL_NS) {
       last_check = now;
       shm_poll_notice(comm);
-      sharc_status_t cst = check_conns(sts, n);
+      int bad = -1;
+      sharc_status_t cst = check_conns(sts, n, &bad);
       if (cst != SHARC_OK && !atomic_load(&comm->fail.failed)) {
         char why[512];
         snprintf(why, sizeof why, "%s", err_last());
-        comm_fail(comm, -1, cst, why);
+        /* a lost peer or a broken link: the rank at its other end */
+        comm_fail(comm,
+                  cst == SHARC_ERR_PEER_LOST || cst == SHARC_ERR_NET ? bad : -1,
+                  cst, why);
       }
       if (atomic_load(&comm->fail.failed))
         return failed_status(comm);
     }
     if (now - last_progress >= comm->cfg.timeout_ns) {
-      char waits[400], behind[200];
+      char waits[400], behind[300];
       describe_waits(comm, sts, n, waits, sizeof waits);
       int laggard = find_laggards(comm, behind, sizeof behind);
+      if (laggard < 0)
+        laggard = follow_waits(comm, *published, behind, sizeof behind);
       sharc_status_t st = comm_record(
           comm, SHARC_ERR_TIMEOUT,
           "collective #%llu: no progress for %llu s while %s%s "
@@ -321,13 +378,19 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       comm_fail(comm, laggard, st, why);
       return st;
     }
+    /* Whom we sleep on: for the flight recorder, and for same-host peers'
+     * timeout diagnosis (follow_waits). */
+    int on = -1;
+    for (size_t i = 0; i < n && on < 0; i++)
+      if (sts[i].conn && sts[i].done < sts[i].wire)
+        on = sts[i].conn->peer;
     rec_entry_t *rec = atomic_load(&comm->rec_cur);
-    if (rec) /* for the flight recorder: whom we sleep on */
-      for (size_t i = 0; i < n; i++)
-        if (sts[i].conn && sts[i].done < sts[i].wire) {
-          atomic_store(&rec->waiting_on, sts[i].conn->peer);
-          break;
-        }
+    if (rec)
+      atomic_store(&rec->waiting_on, on);
+    if (on != *published) {
+      shm_publish_wait(comm, on);
+      *published = on;
+    }
     comm_wait(comm, seen, EXEC_CHECK_INTERVAL_NS);
   }
 }
@@ -345,8 +408,14 @@ sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
     return comm_error(comm, SHARC_ERR_NO_MEM, "executor: out of memory");
   sharc_status_t st = SHARC_OK;
   uint8_t *bounce = NULL; /* staging for reductions of cross-memory reads */
+  int published = -1;
   for (size_t r = 0; r < s->nrounds && st == SHARC_OK; r++)
-    st = run_round(comm, s, r, sts, bufs, dtype, op, esize, &bounce);
+    st =
+        run_round(comm, s, r, sts, bufs, dtype, op, esize, &bounce, &published);
+  /* After a failure the last wait stays published: peers that time out in
+   * the same collective follow it through this rank (follow_waits). */
+  if (published != -1 && st == SHARC_OK)
+    shm_publish_wait(comm, -1);
   if (sts != stack)
     free(sts);
   free(bounce);

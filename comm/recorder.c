@@ -18,31 +18,39 @@
 #include "comm.h"
 #include "schedule.h"
 
+#define SET(f, v) atomic_store_explicit(&e->f, v, memory_order_relaxed)
+#define GET(f) atomic_load_explicit(&e->f, memory_order_relaxed)
+
 rec_entry_t *rec_start(struct sharc_comm *comm, int coll, int dtype, int op,
                        int algo, int root, size_t count) {
-  rec_entry_t *e = &comm->rec.e[comm->seq % REC_SIZE];
+  uint64_t seq = atomic_load_explicit(&comm->seq, memory_order_relaxed);
+  rec_entry_t *e = &comm->rec.e[seq % REC_SIZE];
   atomic_store(&e->state, 0);
-  e->seq = comm->seq;
-  e->coll = coll, e->dtype = dtype, e->op = op, e->algo = algo;
-  e->root = root;
-  e->count = count;
-  e->t_start_ns = time_ns();
-  e->t_end_ns = 0;
-  e->status = 0;
-  atomic_store(&e->waiting_on, -1);
+  SET(seq, seq);
+  SET(coll, coll);
+  SET(dtype, dtype);
+  SET(op, op);
+  SET(algo, algo);
+  SET(root, root);
+  SET(count, count);
+  SET(t_start_ns, time_ns());
+  SET(t_end_ns, 0);
+  SET(status, 0);
+  SET(waiting_on, -1);
   atomic_store(&e->state, REC_RUNNING); /* published last */
   return e;
 }
 
 void rec_end(rec_entry_t *e, int status) {
-  e->t_end_ns = time_ns();
-  e->status = status;
-  atomic_store(&e->waiting_on, -1);
+  SET(t_end_ns, time_ns());
+  SET(status, status);
+  SET(waiting_on, -1);
   atomic_store(&e->state, status == SHARC_OK ? REC_DONE : REC_FAILED);
 }
 
 void rec_dump(struct sharc_comm *comm, const char *why) {
-  uint64_t now = time_ns(), last = comm->seq + 1;
+  uint64_t now = time_ns(),
+           last = atomic_load_explicit(&comm->seq, memory_order_relaxed) + 1;
   uint64_t first = last > REC_DUMP ? last - REC_DUMP : 0;
   WARN(SUB_COMM,
        "flight recorder of comm %016llx (rank %d of %d), %s; last %d "
@@ -52,35 +60,34 @@ void rec_dump(struct sharc_comm *comm, const char *why) {
   for (uint64_t s = first; s < last; s++) {
     rec_entry_t *e = &comm->rec.e[s % REC_SIZE];
     int state = atomic_load(&e->state);
-    if (!state || e->seq != s)
+    if (!state || GET(seq) != s)
       continue;
+    int coll = GET(coll),
+        reduces = coll == SCHED_ALL_REDUCE || coll == SCHED_REDUCE_SCATTER;
+    uint64_t t0 = GET(t_start_ns);
     char what[256], root[24] = "";
-    if (e->coll == SCHED_BROADCAST)
-      snprintf(root, sizeof root, " root %d", e->root);
+    if (coll == SCHED_BROADCAST)
+      snprintf(root, sizeof root, " root %d", GET(root));
     snprintf(what, sizeof what, "#%llu %s %s x %zu%s%s%s, %s",
-             (unsigned long long)e->seq, sched_coll_name((sched_coll_t)e->coll),
-             sharc_dtype_name((sharc_dtype_t)e->dtype), e->count,
-             e->coll == SCHED_ALL_REDUCE || e->coll == SCHED_REDUCE_SCATTER
-                 ? " "
-                 : "",
-             e->coll == SCHED_ALL_REDUCE || e->coll == SCHED_REDUCE_SCATTER
-                 ? sharc_op_name((sharc_op_t)e->op)
-                 : "",
-             root, sched_algo_name((sched_algo_t)e->algo));
+             (unsigned long long)s, sched_coll_name((sched_coll_t)coll),
+             sharc_dtype_name((sharc_dtype_t)GET(dtype)), GET(count),
+             reduces ? " " : "",
+             reduces ? sharc_op_name((sharc_op_t)GET(op)) : "", root,
+             sched_algo_name((sched_algo_t)GET(algo)));
     if (state == REC_RUNNING) {
-      int w = atomic_load(&e->waiting_on);
+      int w = GET(waiting_on);
       char on[128] = "";
       if (w >= 0 && w < comm->nranks)
         snprintf(on, sizeof on, ", waiting on rank %d (host %s)", w,
                  comm->peers[w].host);
       WARN(SUB_COMM, "recorder: %s: running for %.3f s%s", what,
-           (double)(now - e->t_start_ns) / 1e9, on);
+           (double)(now - t0) / 1e9, on);
     } else {
       WARN(SUB_COMM, "recorder: %s: %s after %.1f us%s%s", what,
            state == REC_DONE ? "done" : "failed",
-           (double)(e->t_end_ns - e->t_start_ns) / 1e3,
+           (double)(GET(t_end_ns) - t0) / 1e3,
            state == REC_DONE ? "" : " with ",
-           state == REC_DONE ? "" : sharc_status_name(e->status));
+           state == REC_DONE ? "" : sharc_status_name(GET(status)));
     }
   }
 }

@@ -16,14 +16,19 @@
 
 enum { REC_RUNNING = 1, REC_DONE = 2, REC_FAILED = 3 };
 
+/* Written by the thread running the collective, read at any time by the
+ * thread that prints the recorder (SIGUSR1, or a transport's progress
+ * thread reporting a failure): every field is atomic (relaxed: no cost on
+ * the hot path), and `state` is cleared before the others change and set
+ * after, so a reader skips an entry being rewritten. */
 typedef struct {
-  uint64_t seq;
-  int coll, dtype, op, algo, root;
-  size_t count;
-  uint64_t t_start_ns, t_end_ns;
+  _Atomic uint64_t seq;
+  _Atomic int coll, dtype, op, algo, root;
+  _Atomic size_t count;
+  _Atomic uint64_t t_start_ns, t_end_ns;
   _Atomic int state;      /* 0 (empty) or REC_* */
   _Atomic int waiting_on; /* peer this rank is blocked on, -1: none */
-  int status;             /* sharc_status_t once done/failed */
+  _Atomic int status;     /* sharc_status_t once done/failed */
 } rec_entry_t;
 
 typedef struct {

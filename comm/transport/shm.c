@@ -40,6 +40,7 @@
 
 #include "comm.h"
 #include "exec.h"
+#include "fault.h"
 #include "mem.h"
 
 #define SHM_MAGIC 0x53484152434d454dull /* "SHARCMEM" */
@@ -85,6 +86,7 @@ typedef struct {
   _Atomic uint64_t entered;    /* collectives the owner has entered */
   _Atomic uint64_t completed;  /* ... and completed */
   uint64_t self_addr;          /* where the owner mapped this header */
+  _Atomic int32_t waiting_on;  /* rank the owner's executor sleeps on, -1 */
   _Alignas(64) wake_word_t wake;
   _Alignas(64) fail_word_t fail;
   /* direct_ok[i]: what the owner can read of local rank i in place:
@@ -445,6 +447,7 @@ static sharc_status_t init_segment(struct sharc_comm *comm, struct shm_state *s,
   h->rank = comm->rank;
   h->seg_fd = fd;
   h->self_addr = (uint64_t)(uintptr_t)h;
+  atomic_store(&h->waiting_on, -1);
   /* The wake word moves into shared memory so local peers can ring it. */
   comm->wake = &h->wake;
   atomic_store(&h->magic, SHM_MAGIC);
@@ -629,6 +632,7 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   if (shm_send_space(tc, &p) < sizeof(shm_msg_t))
     return -1;
   shm_msg_t m = {.kind = SHM_MSG_INLINE, .fd = -1, .bytes = bytes};
+  int fault = fault_enabled(); /* SHARC_FAULT corrupt:R:header */
   mem_ref_t ref;
   unsigned ok =
       s->direct ? atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) : 0;
@@ -644,11 +648,14 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
       m.offset = (uint64_t)(uintptr_t)src;
     }
   }
-  if (m.kind != SHM_MSG_INLINE)
+  int inplace = m.kind != SHM_MSG_INLINE;
+  if (inplace)
     c->direct_posted++;
+  if (fault)
+    fault_header(tc->peer, &m, sizeof m, "message header");
   memcpy(p, &m, sizeof m);
   shm_send_commit(tc, sizeof m);
-  return m.kind != SHM_MSG_INLINE;
+  return inplace;
 }
 
 static int shm_send_done(transport_conn_t *tc) {
@@ -705,9 +712,21 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
   shm_msg_t m;
   memcpy(&m, p, sizeof m);
   struct sharc_comm *comm = c->comm;
-  if ((m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT &&
-       m.kind != SHM_MSG_CMA) ||
-      m.bytes != bytes) {
+  if (m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT &&
+      m.kind != SHM_MSG_CMA) {
+    /* Every message starts with a header; anything else is garbage in the
+     * FIFO (memory corruption, or a sender out of step with the stream). */
+    char why[320];
+    snprintf(why, sizeof why,
+             "rank %d (host %s) sent a message header of unknown kind 0x%08x "
+             "(%llu bytes; this rank expected %zu): the shared-memory FIFO "
+             "holds corrupt bytes, or the ranks called different collectives",
+             tc->peer, comm->peers[tc->peer].host, m.kind,
+             (unsigned long long)m.bytes, bytes);
+    comm_fail(comm, tc->peer, SHARC_ERR_MISMATCH, why);
+    return -1;
+  }
+  if (m.bytes != bytes) {
     char why[320];
     snprintf(
         why, sizeof why,
@@ -775,6 +794,29 @@ void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
   atomic_store_explicit(&h->completed, completed, memory_order_relaxed);
 }
 
+void shm_publish_wait(struct sharc_comm *comm, int peer) {
+  struct shm_state *s = comm->shm;
+  if (s && s->segs && s->segs[s->me].base)
+    atomic_store_explicit(&seg_hdr(s, s->me)->waiting_on, peer,
+                          memory_order_relaxed);
+}
+
+int shm_peer_waiting(struct sharc_comm *comm, int rank) {
+  struct shm_state *s = comm->shm;
+  if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
+      s->local_of[rank] < 0 || !s->segs[s->local_of[rank]].base)
+    return -2;
+  shm_header_t *h = seg_hdr(s, s->local_of[rank]);
+  if (atomic_load_explicit(&h->entered, memory_order_relaxed) != comm->seq + 1)
+    return -3;
+  int w = atomic_load_explicit(&h->waiting_on, memory_order_relaxed);
+  /* Out of it already: done (nothing published), or failed in it (its last
+   * wait stays published: follow it). */
+  if (atomic_load_explicit(&h->completed, memory_order_relaxed) != comm->seq)
+    return w >= 0 ? w : -3;
+  return w;
+}
+
 uint64_t shm_peer_entered(struct sharc_comm *comm, int rank) {
   struct shm_state *s = comm->shm;
   if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
@@ -798,7 +840,9 @@ static sharc_status_t shm_check(transport_conn_t *tc) {
   struct sharc_comm *comm = c->comm;
   struct shm_state *s = comm->shm;
   import_notice(comm, seg_hdr(s, s->me));
-  if (owner_alive(s->segs[c->local].fd))
+  /* SHARC_FAULT drop: this rank no longer sees the peer */
+  if (owner_alive(s->segs[c->local].fd) &&
+      !(fault_enabled() && fault_conn_dropped(tc)))
     return SHARC_OK;
   peer_lost(comm, c->local);
   return failure(comm);

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "fault.h"
 #include "net.h"
 
 #define TCP_MAGIC 0x53484354u /* "SHCT" */
@@ -756,6 +757,9 @@ static sharc_status_t dial(struct tcp_state *st, int peer, uint32_t chan,
   if (s == SHARC_OK) {
     hello_t h = {TCP_MAGIC, TCP_VERSION, comm->uid, {0}, comm->rank, chan};
     memcpy(h.token, comm->token, sizeof h.token);
+    if (fault_enabled()) /* SHARC_FAULT corrupt:R:header */
+      fault_header(peer, &h, sizeof h,
+                   chan == TCP_CTRL ? "control connection's hello" : "hello");
     s = net_send_all(fd, &h, sizeof h, deadline);
     if (s != SHARC_OK)
       close(fd);
@@ -855,6 +859,8 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
     ended = atomic_load(&p->rx_eof) &&
             atomic_load(&p->rxr.head) == atomic_load(&p->rxr.tail);
   }
+  if (fault_enabled() && fault_conn_dropped(c))
+    ended = 1; /* SHARC_FAULT drop: what is left will not be read */
   if (atomic_load(&pp->lost) || ended) {
     int err = atomic_load(&p->err);
     if (err && err != ECONNRESET && err != EPIPE)
@@ -875,6 +881,21 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
                        c->peer, host, comm->peers[c->peer].pid);
   }
   return SHARC_OK;
+}
+
+/* SHARC_FAULT drop: shuts the pair's socket down as a broken link would,
+ * so both ends see it end; this rank's sends fail at once, with an error
+ * (not a clean end) to tell it from a peer that left. */
+void tcp_fault_drop(transport_conn_t *c) {
+  tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
+  struct tcp_state *st = p->st;
+  pthread_mutex_lock(&st->lock);
+  if (p->fd >= 0)
+    shutdown(p->fd, SHUT_RDWR);
+  pthread_mutex_unlock(&st->lock);
+  atomic_store(&p->err, ECONNABORTED);
+  atomic_store(&p->tx_dead, 1);
+  kick(st);
 }
 
 /* ---- teardown ------------------------------------------------------------ */

@@ -6,7 +6,7 @@
 # parity checks with --quick (fewer world sizes and strategies).
 set(SHARC_SHARD_SH ${CMAKE_CURRENT_LIST_DIR}/shard_test.sh)
 set(quick)
-if(SHARC_SANITIZE)
+if(SHARC_SANITIZE OR SHARC_TSAN)
   set(quick --quick)
 endif()
 foreach(check parity-cnn parity-gpt ckpt kill-save memory options hsdp-hosts

@@ -49,7 +49,8 @@ typedef struct {
   size_t shape[SHARC_TENSOR_MAX_DIMS];
   sharc_init_t init;
   double init_scale;
-  int no_decay; /* 1: AdamW weight decay skips it (biases, norm gains) */
+  int no_decay; /* 1: weight decay (AdamW's decoupled decay, SGD's L2
+                 * term) skips it: biases, norm gains */
 } sharc_param_spec_t;
 
 typedef struct {
@@ -180,7 +181,8 @@ typedef struct sharc_shard *sharc_shard_t;
  * grad_slices + optim; gathered and unsharded_grads are the transient full
  * copies of the units in use. */
 typedef struct {
-  size_t param_slices;    /* f32 master slices */
+  size_t param_slices;    /* f32 master slices (and their 16-bit
+                           * copies under mixed precision) */
   size_t grad_slices;     /* reduced gradient slices */
   size_t optim;           /* optimizer state (slices) */
   size_t gathered;        /* gathered full parameters (and their f32
@@ -216,7 +218,12 @@ SHARC_API sharc_status_t sharc_shard_create(sharc_comm_t comm,
 /* One optimizer step over nmicro micro-batches: forward and backward of
  * each (gradients accumulate locally; they are reduced once, after the
  * last), gradient clipping, then the optimizer on the local slices.
- * Collective. stats may be NULL. */
+ * Collective. stats may be NULL. A step that fails on one rank leaves the
+ * others waiting in a collective until SHARC_TIMEOUT or that rank's exit
+ * (SHARC_ERR_PEER_LOST); after a failed step or evaluation every later
+ * call on the engine returns SHARC_ERR_ABORTED: destroy it (and, usually,
+ * the communicator). A bad argument (SHARC_ERR_INVALID_ARG, checked before
+ * anything moves) does not count as a failure. */
 SHARC_API sharc_status_t sharc_shard_step(sharc_shard_t e,
                                           const sharc_batch_t *micro,
                                           int nmicro,

@@ -231,6 +231,10 @@ static int parse(int argc, char **argv, opts_t *o) {
            -1;
   if (!strcmp(o->model, "gpt") && o->epochs)
     return die("--epochs is for the image models; give --steps for gpt"), -1;
+  if (!strcmp(o->model, "gpt") && o->eval == 1)
+    return die("--eval is for the image models (test-set accuracy); the gpt "
+               "has no test set"),
+           -1;
   o->cfg.trace_dir = o->trace;
   return 0;
 }
@@ -288,6 +292,9 @@ static int data_open(const opts_t *o, data_t *d, int rank) {
         mnist_load(dir, 0, &d->test, err, sizeof err) != 0)
       return die("rank %d: %s", rank, err);
   }
+  if (o->batch > d->train.n)
+    return die("--batch %d is larger than the training set (%d samples)",
+               o->batch, d->train.n);
   d->perm = malloc((size_t)d->train.n * sizeof(int32_t));
   return d->perm ? 0 : die("out of memory");
 }
@@ -501,11 +508,17 @@ int main(int argc, char **argv) {
   void *x = calloc((size_t)o.micro * (size_t)ebuf, in_b);
   int32_t *y = calloc((size_t)o.micro * (size_t)ebuf, lab_b);
   sharc_batch_t *mb = calloc((size_t)o.micro, sizeof *mb);
-  FILE *log = rank == 0 && o.log ? fopen(o.log, start ? "a" : "w") : NULL;
-  if (!x || !y || !mb || (rank == 0 && o.log && !log))
-    rc = die("out of memory or cannot write --log %s", o.log ? o.log : "");
+  /* a resumed run appends to its log; a failed load leaves it alone */
+  FILE *log =
+      rank == 0 && o.log && rc == 0 ? fopen(o.log, o.load ? "a" : "w") : NULL;
   unsigned long long *peaks = calloc((size_t)world, sizeof *peaks);
-  if (rank == 0 && rc == 0) {
+  if (rc == 0 && (!x || !y || !mb || !peaks || (rank == 0 && o.log && !log)))
+    rc = die("out of memory or cannot write --log %s", o.log ? o.log : "");
+  if (rc == 0 && (long)start > total && rank == 0)
+    printf("# sharc-train: the checkpoint is at step %llu, past the %ld "
+           "steps asked for; nothing to train\n",
+           (unsigned long long)start, total);
+  if (rank == 0 && rc == 0 && (long)start <= total) {
     size_t np = 0, sl = 0;
     for (int u = 0; u < model->nunits; u++) {
       size_t a, b;
@@ -580,7 +593,9 @@ int main(int argc, char **argv) {
       rc = 1;
   }
   double t_train = now_s() - t_run;
-  if (rc == 0 && o.save && !o.save_every &&
+  uint64_t done = 0; /* the last step is saved, with or without --save-every */
+  sharc_shard_steps(e, &done);
+  if (rc == 0 && o.save && (!o.save_every || done % (uint64_t)o.save_every) &&
       check(sharc_shard_save(
                 e, o.save, o.save_full ? SHARC_CKPT_FULL : SHARC_CKPT_SHARDED),
             e, "--save", rank))

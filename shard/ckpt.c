@@ -27,6 +27,7 @@
 
 #include "ckpt.h"
 #include "engine.h"
+#include "fault.h"
 
 #define PATHMAX 4400
 
@@ -132,6 +133,7 @@ static int build_meta(struct sharc_shard *e, int full, ckpt_meta_t *m) {
   snprintf(m->optim, sizeof m->optim, "%s",
            e->cfg.optim.kind == SHARC_OPTIM_ADAMW ? "adamw" : "sgd");
   m->steps = e->steps;
+  m->optim_steps = e->opt_steps;
   m->lr = e->lr;
   m->seed = e->cfg.seed;
   m->nunits = md->nunits;
@@ -157,18 +159,13 @@ static int build_meta(struct sharc_shard *e, int full, ckpt_meta_t *m) {
   return 0;
 }
 
-/* SHARC_FAULT=save_kill:<rank>: that rank dies half-way through writing
- * its checkpoint file (tests the atomicity of saves). */
-static int fault_save_kill(const struct sharc_shard *e) {
-  const char *f = getenv("SHARC_FAULT");
-  return f && strncmp(f, "save_kill:", 10) == 0 &&
-         atoi(f + 10) == e->world_rank;
-}
-
 /* Writes this rank's data file (sharded: its slices; full: the whole
- * units, gathered; only world rank 0 writes). *sum gets its checksum. */
+ * units, gathered into buf (the largest unit's padded size) on every
+ * rank; only world rank 0 writes). *sum gets its checksum. Takes part in
+ * every gather even after a local write error, so ranks stay in step;
+ * returns the first error. */
 static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
-                                 int full, uint64_t *sum) {
+                                 int full, float *buf, uint64_t *sum) {
   int writer = full ? e->world_rank == 0 : 1;
   int rep_rank = 0;
   sharc_comm_rank(e->rep_comm, &rep_rank);
@@ -188,20 +185,14 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
                     path, strerror(errno));
   }
   uint64_t h = CKPT_FNV0;
-  float *buf = NULL;
   for (int u = 0; u < e->model->nunits; u++) {
     eunit_t *U = &e->units[u];
     for (int s = 0; s < nstates(e); s++) {
       const float *src = state_ptr(U, s);
       size_t n = U->lay.slice;
       if (full) { /* every rank takes part in the gather */
-        free(buf);
-        buf = malloc(U->lay.padded * sizeof(float));
-        if (!buf)
-          return eng_fail(e, SHARC_ERR_NO_MEM, "checkpoint: out of memory");
         sharc_status_t s2 = eng_gather_f32(e, u, src, buf);
-        if (s2 != SHARC_OK) {
-          free(buf);
+        if (s2 != SHARC_OK) { /* the communicator is gone: stop here */
           if (fd >= 0)
             close(fd);
           return s2;
@@ -210,7 +201,10 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
         n = U->lay.numel;
       }
       if (fd >= 0 && st == SHARC_OK) {
-        if (fault_save_kill(e) && u == e->model->nunits / 2)
+        /* SHARC_FAULT=save_kill:R (comm/fault.h): rank R dies half-way
+         * through its file, to test the atomicity of saves */
+        if (u == e->model->nunits / 2 && fault_enabled() &&
+            fault_save_kill(e->world_rank))
           raise(SIGKILL);
         h = ckpt_fnv(h, src, n * sizeof(float));
         if (write_all(fd, src, n * sizeof(float)) != 0)
@@ -219,7 +213,6 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
       }
     }
   }
-  free(buf);
   if (fd >= 0) {
     if (st == SHARC_OK && fsync(fd) != 0)
       st = eng_fail(e, SHARC_ERR_SYSTEM, "checkpoint: fsync %s: %s", path,
@@ -230,11 +223,44 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
   return st;
 }
 
+/* 1 for "step-<digits>" (a complete checkpoint's directory name). */
+static int step_name(const char *n) {
+  return strncmp(n, "step-", 5) == 0 && n[5] &&
+         strspn(n + 5, "0123456789") == strlen(n + 5);
+}
+
+/* Keeps name and the newest complete checkpoint before it; removes older
+ * step directories and every crashed save's leftover (step-N.tmp). Newer
+ * complete ones (a later run that was abandoned for an older checkpoint)
+ * stay. */
+static void prune(const char *dir, const char *name) {
+  char keep[256] = "", path[PATHMAX];
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  while (d && (de = readdir(d)))
+    if (step_name(de->d_name) && strcmp(de->d_name, name) < 0 &&
+        strcmp(de->d_name, keep) > 0 && strlen(de->d_name) < sizeof keep)
+      strcpy(keep, de->d_name);
+  if (d)
+    rewinddir(d);
+  while (d && (de = readdir(d))) {
+    size_t len = strlen(de->d_name);
+    int crashed = len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
+    if (strncmp(de->d_name, "step-", 5) != 0 ||
+        (!crashed &&
+         (strcmp(de->d_name, name) >= 0 || strcmp(de->d_name, keep) == 0)))
+      continue;
+    pathf(path, "%s/%s", dir, de->d_name);
+    remove_ckpt_dir(path);
+  }
+  if (d)
+    closedir(d);
+}
+
 /* Rank 0: meta into tmpdir, then the renames that publish it. */
 static sharc_status_t publish(struct sharc_shard *e, ckpt_meta_t *m,
                               const char *dir, const char *name) {
   char tmpdir[PATHMAX], final[PATHMAX], path[PATHMAX], tmp[PATHMAX];
-  char prev[256] = "";
   pathf(tmpdir, "%s/%s.tmp", dir, name);
   pathf(final, "%s/%s", dir, name);
   char *text;
@@ -251,41 +277,36 @@ static sharc_status_t publish(struct sharc_shard *e, ckpt_meta_t *m,
   if (bad || rename(tmp, path) != 0 || fsync_path(tmpdir) != 0)
     return eng_fail(e, SHARC_ERR_SYSTEM, "checkpoint: writing %s: %s", path,
                     strerror(errno));
-  /* the previous checkpoint, kept until the next save */
-  pathf(path, "%s/latest", dir);
-  FILE *f = fopen(path, "r");
-  if (f) {
-    if (!fgets(prev, sizeof prev, f))
-      prev[0] = '\0';
-    prev[strcspn(prev, "\n")] = '\0';
-    fclose(f);
+  /* step-N may exist already (a re-save of the same step, or a save that
+   * crashed before latest named it). Swap the new directory in with one
+   * atomic exchange, so step-N is complete at every instant, and remove
+   * the old one only once latest is written. */
+  int swapped = 0;
+  if (renameat2(AT_FDCWD, tmpdir, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+    swapped = 1; /* the old step-N now sits at tmpdir */
+  } else if (errno == ENOENT) {
+    if (rename(tmpdir, final) != 0)
+      return eng_fail(e, SHARC_ERR_SYSTEM, "checkpoint: rename %s -> %s: %s",
+                      tmpdir, final, strerror(errno));
+  } else {
+    return eng_fail(e, SHARC_ERR_SYSTEM,
+                    "checkpoint: cannot replace %s atomically (%s); remove "
+                    "it or save to another directory",
+                    final, strerror(errno));
   }
-  if (strcmp(prev, name) == 0) /* re-saving the same step: drop the old */
-    remove_ckpt_dir(final);
-  if (rename(tmpdir, final) != 0 || fsync_path(dir) != 0)
-    return eng_fail(e, SHARC_ERR_SYSTEM, "checkpoint: rename %s -> %s: %s",
-                    tmpdir, final, strerror(errno));
+  pathf(path, "%s/latest", dir);
   pathf(tmp, "%s/latest.tmp", dir);
-  f = fopen(tmp, "w");
-  bad = !f || fprintf(f, "%s\n", name) < 0 || fflush(f) != 0 ||
-        fsync(fileno(f)) != 0;
+  FILE *f = NULL;
+  bad = fsync_path(dir) != 0 || !(f = fopen(tmp, "w")) ||
+        fprintf(f, "%s\n", name) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
   if (f)
     fclose(f);
   if (bad || rename(tmp, path) != 0 || fsync_path(dir) != 0)
     return eng_fail(e, SHARC_ERR_SYSTEM, "checkpoint: updating %s: %s", path,
                     strerror(errno));
-  /* prune: step directories other than this one and the previous */
-  DIR *d = opendir(dir);
-  struct dirent *de;
-  while (d && (de = readdir(d))) {
-    if (strncmp(de->d_name, "step-", 5) != 0 || strcmp(de->d_name, name) == 0 ||
-        strcmp(de->d_name, prev) == 0)
-      continue;
-    pathf(path, "%s/%s", dir, de->d_name);
-    remove_ckpt_dir(path);
-  }
-  if (d)
-    closedir(d);
+  if (swapped)
+    remove_ckpt_dir(tmpdir);
+  prune(dir, name);
   return SHARC_OK;
 }
 
@@ -298,6 +319,8 @@ sharc_status_t sharc_shard_save(sharc_shard_t e, const char *dir,
     return eng_fail(e, SHARC_ERR_INVALID_ARG,
                     "sharc_shard_save: give a directory (at most 4000 "
                     "characters) and SHARC_CKPT_SHARDED or SHARC_CKPT_FULL");
+  if (e->failed)
+    return eng_failed_before(e);
   sharc_status_t st = sharc_stream_synchronize(e->stream);
   if (st != SHARC_OK)
     return eng_coll_fail(e, st, "checkpoint (pending work)", -1);
@@ -305,8 +328,27 @@ sharc_status_t sharc_shard_save(sharc_shard_t e, const char *dir,
   char name[64], tmpdir[PATHMAX];
   snprintf(name, sizeof name, "step-%08llu", (unsigned long long)e->steps);
   pathf(tmpdir, "%s/%s.tmp", dir, name);
+  /* Everything that can fail locally before data moves, then one
+   * agreement, so no rank leaves the others inside a collective. */
   int ok = 1;
-  if (e->world_rank == 0) {
+  ckpt_meta_t m;
+  float *buf = NULL;
+  if (build_meta(e, full, &m) != 0) {
+    ok = 0;
+    eng_fail(e, SHARC_ERR_NO_MEM, "checkpoint: out of memory");
+  }
+  if (ok && full) {
+    size_t most = 1;
+    for (int u = 0; u < e->model->nunits; u++)
+      if (e->units[u].lay.padded > most)
+        most = e->units[u].lay.padded;
+    if (!(buf = malloc(most * sizeof(float)))) {
+      ok = 0;
+      eng_fail(e, SHARC_ERR_NO_MEM,
+               "checkpoint: out of memory for a %zu-element unit", most);
+    }
+  }
+  if (ok && e->world_rank == 0) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
       ok = 0;
       eng_fail(e, SHARC_ERR_SYSTEM, "checkpoint: cannot create %s: %s", dir,
@@ -320,55 +362,48 @@ sharc_status_t sharc_shard_save(sharc_shard_t e, const char *dir,
       }
     }
   }
-  if ((st = agree(e, &ok)) != SHARC_OK)
-    return st;
-  if (!ok)
-    return e->world_rank == 0
-               ? SHARC_ERR_SYSTEM
-               : eng_fail(e, SHARC_ERR_SYSTEM,
-                          "checkpoint: rank 0 could not create %s", tmpdir);
-  ckpt_meta_t m;
-  if (build_meta(e, full, &m) != 0) {
-    ckpt_meta_free(&m);
-    return eng_fail(e, SHARC_ERR_NO_MEM, "checkpoint: out of memory");
-  }
+  int mine = ok;
+  if ((st = agree(e, &ok)) == SHARC_OK && !ok)
+    st = mine ? eng_fail(e, SHARC_ERR_SYSTEM,
+                         "checkpoint: another rank could not prepare the "
+                         "save to %s (see its message); nothing was written",
+                         dir)
+              : SHARC_ERR_SYSTEM;
   uint64_t sum = 0;
-  st = write_data(e, tmpdir, full, &sum);
-  ok = st == SHARC_OK;
-  /* every file's checksum to every rank: one writer per file adds it */
-  if (full)
-    m.file_sums[0] = sum;
-  else
-    m.file_sums[e->shard_rank] = sum;
-  sharc_status_t s2 =
-      sharc_all_reduce(m.file_sums, m.file_sums, (size_t)m.nfiles, SHARC_U64,
-                       SHARC_SUM, e->shard_comm, NULL);
-  if (s2 == SHARC_OK && full && e->rep_size > 1)
-    s2 = sharc_all_reduce(m.file_sums, m.file_sums, 1, SHARC_U64, SHARC_SUM,
-                          e->rep_comm, NULL);
-  if (s2 != SHARC_OK) {
-    ckpt_meta_free(&m);
-    return eng_coll_fail(e, s2, "checkpoint checksums", -1);
+  if (st == SHARC_OK) {
+    st = write_data(e, tmpdir, full, buf, &sum);
+    ok = st == SHARC_OK;
+    /* every file's checksum to every rank: one writer per file adds it */
+    m.file_sums[full ? 0 : e->shard_rank] = sum;
+    sharc_status_t s2 =
+        sharc_all_reduce(m.file_sums, m.file_sums, (size_t)m.nfiles, SHARC_U64,
+                         SHARC_SUM, e->shard_comm, NULL);
+    if (s2 == SHARC_OK && full && e->rep_size > 1)
+      s2 = sharc_all_reduce(m.file_sums, m.file_sums, 1, SHARC_U64, SHARC_SUM,
+                            e->rep_comm, NULL);
+    if (s2 == SHARC_OK)
+      s2 = agree(e, &ok);
+    if (s2 != SHARC_OK)
+      st = eng_coll_fail(e, s2, "checkpoint checksums", -1);
+    else if (!ok && st == SHARC_OK)
+      st = eng_fail(e, SHARC_ERR_SYSTEM,
+                    "checkpoint: another rank failed to write its file (see "
+                    "its message); %s/latest is unchanged",
+                    dir);
   }
-  if ((s2 = agree(e, &ok)) != SHARC_OK || !ok) {
-    ckpt_meta_free(&m);
-    return s2 != SHARC_OK ? s2
-           : st != SHARC_OK
-               ? st
-               : eng_fail(e, SHARC_ERR_SYSTEM,
-                          "checkpoint: another rank failed to write its "
-                          "file (see its message); %s/latest is unchanged",
-                          dir);
+  if (st == SHARC_OK) {
+    if (e->world_rank == 0)
+      st = publish(e, &m, dir, name);
+    ok = st == SHARC_OK;
+    sharc_status_t s2 = agree(e, &ok);
+    if (s2 != SHARC_OK)
+      st = s2;
+    else if (!ok && st == SHARC_OK)
+      st = eng_fail(e, SHARC_ERR_SYSTEM,
+                    "checkpoint: rank 0 could not publish %s/%s", dir, name);
   }
-  if (e->world_rank == 0)
-    st = publish(e, &m, dir, name);
+  free(buf);
   ckpt_meta_free(&m);
-  ok = st == SHARC_OK;
-  if ((s2 = agree(e, &ok)) != SHARC_OK)
-    return s2;
-  if (!ok && st == SHARC_OK)
-    st = eng_fail(e, SHARC_ERR_SYSTEM,
-                  "checkpoint: rank 0 could not publish %s/%s", dir, name);
   return st;
 }
 
@@ -401,10 +436,21 @@ static sharc_status_t check_model(struct sharc_shard *e, const ckpt_meta_t *m,
     int same = strcmp(c->name, s->name) == 0 && c->ntensors == s->nparams &&
                c->numel == e->units[u].lay.numel;
     for (int k = 0; same && k < c->ntensors; k++) {
-      same = c->tensors[k].ndim == s->params[k].ndim &&
-             strcmp(c->tensors[k].name, s->params[k].name) == 0;
-      for (int d = 0; same && d < c->tensors[k].ndim; d++)
-        same = c->tensors[k].shape[d] == s->params[k].shape[d];
+      const ckpt_tensor_t *t = &c->tensors[k];
+      char saved[160], mine[160];
+      int sl = snprintf(saved, sizeof saved, "%s", t->name);
+      int ml = snprintf(mine, sizeof mine, "%s", s->params[k].name);
+      for (int d = 0; d < t->ndim && sl > 0 && sl < 140; d++)
+        sl += snprintf(saved + sl, sizeof saved - (size_t)sl, "%s%zu",
+                       d ? "x" : " ", t->shape[d]);
+      for (int d = 0; d < s->params[k].ndim && ml > 0 && ml < 140; d++)
+        ml += snprintf(mine + ml, sizeof mine - (size_t)ml, "%s%zu",
+                       d ? "x" : " ", s->params[k].shape[d]);
+      if (strcmp(saved, mine) != 0)
+        return eng_fail(e, SHARC_ERR_MISMATCH,
+                        "checkpoint %s: unit %d ('%s') tensor %d is %s; this "
+                        "model has %s (a different model or size)",
+                        path, u, c->name, k, saved, mine);
     }
     if (!same)
       return eng_fail(e, SHARC_ERR_MISMATCH,
@@ -449,7 +495,7 @@ static sharc_status_t check_file(struct sharc_shard *e, const ckpt_meta_t *m,
 
 /* Fills this rank's slices from the checkpoint at path. */
 static sharc_status_t read_slices(struct sharc_shard *e, const ckpt_meta_t *m,
-                                  const char *path, int states) {
+                                  const char *path, int states, float **tmp) {
   int nf = m->nfiles;
   int *fds = malloc((size_t)nf * sizeof *fds);
   if (!fds)
@@ -463,8 +509,6 @@ static sharc_status_t read_slices(struct sharc_shard *e, const ckpt_meta_t *m,
     size_t lo = (size_t)e->shard_rank * U->lay.slice;
     size_t hi = lo + U->lay.slice;
     size_t S = m->full ? m->units[u].numel : ckpt_unit_slice(m, u);
-    for (int s = 0; s < nstates(e); s++)
-      memset(state_ptr(U, s), 0, U->lay.slice * sizeof(float));
     for (int f = 0; f < nf && st == SHARC_OK; f++) {
       size_t a, b; /* the saved file's elements [f*S, f*S+S) ∩ mine */
       size_t f0 = m->full ? 0 : (size_t)f * S;
@@ -490,7 +534,7 @@ static sharc_status_t read_slices(struct sharc_shard *e, const ckpt_meta_t *m,
       for (int s = 0; s < states; s++) {
         uint64_t off = ckpt_unit_offset(m, u) +
                        ((uint64_t)s * S + (a - f0)) * sizeof(float);
-        if (pread_all(fds[f], state_ptr(U, s) + (a - lo),
+        if (pread_all(fds[f], tmp[u * 3 + s] + (a - lo),
                       (b - a) * sizeof(float), off) != 0) {
           st = eng_fail(e, SHARC_ERR_SYSTEM,
                         "checkpoint: reading unit '%s' from file %d of %s "
@@ -514,6 +558,8 @@ sharc_status_t sharc_shard_load(sharc_shard_t e, const char *dir) {
   if (!dir || !*dir || strlen(dir) > 4000)
     return eng_fail(e, SHARC_ERR_INVALID_ARG,
                     "sharc_shard_load: give a checkpoint directory");
+  if (e->failed)
+    return eng_failed_before(e);
   sharc_status_t st = sharc_stream_synchronize(e->stream);
   if (st != SHARC_OK)
     return eng_coll_fail(e, st, "checkpoint (pending work)", -1);
@@ -525,6 +571,12 @@ sharc_status_t sharc_shard_load(sharc_shard_t e, const char *dir) {
       latest[0] = '\0';
     fclose(f);
     latest[strcspn(latest, "\n")] = '\0';
+    if (!step_name(latest))
+      return eng_fail(e, SHARC_ERR_INVALID_ARG,
+                      "checkpoint: %s/latest holds '%.60s', not a step-<N> "
+                      "directory name; it was not written by sharc or is "
+                      "damaged",
+                      dir, latest);
     pathf(path, "%s/%s", dir, latest);
   } else {
     pathf(path, "%s", dir);
@@ -558,8 +610,21 @@ sharc_status_t sharc_shard_load(sharc_shard_t e, const char *dir) {
                 path, m.optim,
                 e->cfg.optim.kind == SHARC_OPTIM_ADAMW ? "adamw" : "sgd");
     }
-    st = read_slices(e, &m, path, states);
   }
+  /* read into temporaries: a load that fails on any rank leaves every
+   * rank's engine as it was */
+  int nu = e->model->nunits;
+  float **tmp = calloc((size_t)nu * 3, sizeof *tmp);
+  if (!tmp && st == SHARC_OK)
+    st = eng_fail(e, SHARC_ERR_NO_MEM, "checkpoint: out of memory");
+  for (int u = 0; tmp && st == SHARC_OK && u < nu; u++)
+    for (int s = 0; s < states && st == SHARC_OK; s++)
+      if (!(tmp[u * 3 + s] =
+                calloc(e->units[u].lay.slice ? e->units[u].lay.slice : 1,
+                       sizeof(float))))
+        st = eng_fail(e, SHARC_ERR_NO_MEM, "checkpoint: out of memory");
+  if (st == SHARC_OK)
+    st = read_slices(e, &m, path, states, tmp);
   int ok = st == SHARC_OK;
   sharc_status_t s2 = agree(e, &ok);
   if (st == SHARC_OK && s2 != SHARC_OK)
@@ -567,10 +632,24 @@ sharc_status_t sharc_shard_load(sharc_shard_t e, const char *dir) {
   else if (st == SHARC_OK && !ok)
     st = eng_fail(e, SHARC_ERR_INVALID_ARG,
                   "checkpoint: another rank could not load %s (see its "
-                  "message)",
+                  "message); nothing was changed",
                   path);
-  if (st == SHARC_OK)
+  if (st == SHARC_OK) {
+    for (int u = 0; u < nu; u++)
+      for (int s = 0; s < nstates(e); s++) {
+        float *dst = state_ptr(&e->units[u], s);
+        size_t bytes = e->units[u].lay.slice * sizeof(float);
+        if (s < states)
+          memcpy(dst, tmp[u * 3 + s], bytes);
+        else /* another optimizer's state: start it afresh */
+          memset(dst, 0, bytes);
+      }
     e->steps = m.steps;
+    e->opt_steps = states == m.states ? m.optim_steps : 0;
+  }
+  for (int i = 0; tmp && i < nu * 3; i++)
+    free(tmp[i]);
+  free(tmp);
   ckpt_meta_free(&m);
   return st;
 }

@@ -37,6 +37,7 @@ typedef struct {
   int states;        /* f32 arrays per element: params + optimizer (1..3) */
   char optim[16];    /* "sgd" or "adamw" */
   uint64_t steps;
+  uint64_t optim_steps; /* steps the optimizer state has seen */
   double lr;
   uint64_t seed;
   int nunits;

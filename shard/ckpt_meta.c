@@ -10,6 +10,7 @@
  *   states 3
  *   optim adamw
  *   steps 20
+ *   optim_steps 20
  *   lr 0.001
  *   seed 7
  *   units 2
@@ -238,7 +239,8 @@ int ckpt_meta_parse(const char *text, size_t len, ckpt_meta_t *m, char *err,
       get_int(&r, "shards", 1, CKPT_MAX_FILES, &m->shards) != 0 ||
       get_int(&r, "states", 1, 3, &m->states) != 0 ||
       get_word(&r, "optim", m->optim, sizeof m->optim) != 0 ||
-      get_u64(&r, "steps", 0, UINT64_MAX / 2, &m->steps) != 0)
+      get_u64(&r, "steps", 0, UINT64_MAX / 2, &m->steps) != 0 ||
+      get_u64(&r, "optim_steps", 0, UINT64_MAX / 2, &m->optim_steps) != 0)
     return -1;
   if (strcmp(m->optim, "sgd") && strcmp(m->optim, "adamw"))
     return fail(&r, "optim '%s'; expected sgd or adamw", m->optim);
@@ -326,6 +328,7 @@ int ckpt_meta_print(const ckpt_meta_t *m, char **out, size_t *len) {
       m->full ? "full" : "sharded", m->model, m->strategy);
   put(&b, "world %d\nshards %d\nstates %d\noptim %s\nsteps %llu\n", m->world,
       m->shards, m->states, m->optim, (unsigned long long)m->steps);
+  put(&b, "optim_steps %llu\n", (unsigned long long)m->optim_steps);
   put(&b, "lr %.17g\nseed %llu\nunits %d\n", m->lr, (unsigned long long)m->seed,
       m->nunits);
   for (int u = 0; u < m->nunits && !b.bad; u++) {

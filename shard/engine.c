@@ -59,11 +59,26 @@ sharc_status_t eng_fail(struct sharc_shard *e, sharc_status_t st,
 /* Adds the communicator's message to a failed collective's status. */
 sharc_status_t eng_coll_fail(struct sharc_shard *e, sharc_status_t st,
                              const char *what, int u) {
+  /* the message of whichever of the engine's communicators failed */
+  const char *why = sharc_comm_last_error(e->shard_comm);
+  if (!why[0] && e->rep_comm)
+    why = sharc_comm_last_error(e->rep_comm);
+  if (!why[0])
+    why = sharc_status_string(st);
+  if (u < 0)
+    return eng_fail(e, st, "shard: %s failed: %s", what, why);
   return eng_fail(e, st, "shard: %s of unit %d ('%s') failed: %s", what, u,
-                  u >= 0 ? e->model->units[u].name : "-",
-                  sharc_comm_last_error(e->shard_comm)[0]
-                      ? sharc_comm_last_error(e->shard_comm)
-                      : sharc_status_string(st));
+                  e->model->units[u].name, why);
+}
+
+sharc_status_t eng_failed_before(struct sharc_shard *e) {
+  /* e->err still holds the first failure: keep it, say what to do */
+  size_t n = strlen(e->err);
+  if (!strstr(e->err, "; destroy the engine"))
+    snprintf(e->err + n, sizeof e->err - n,
+             "; destroy the engine (an earlier step failed and the ranks "
+             "may be out of step)");
+  return SHARC_ERR_ABORTED;
 }
 
 double eng_now(void) {
@@ -162,6 +177,9 @@ sharc_status_t eng_gather(struct sharc_shard *e, int u) {
   if (st == SHARC_OK)
     st = sharc_event_record(U->gather_ev, e->stream);
   if (st != SHARC_OK) {
+    /* the all-gather may be queued already: nothing may free its buffers
+     * while it could still run */
+    (void)sharc_stream_synchronize(e->stream);
     eng_free(e, MEM_GATHERED, U->gathered, pad * e->psize);
     U->gathered = NULL;
     return eng_coll_fail(e, st, "all-gather", u);
@@ -199,6 +217,9 @@ sharc_status_t eng_ready(struct sharc_shard *e, int u) {
       U->compute[i] = e->cfg.param_dtype == SHARC_BF16
                           ? kernel_bf16_to_f32(g[i])
                           : kernel_f16_to_f32(g[i]);
+    /* the 16-bit copy is not needed once converted */
+    eng_free(e, MEM_GATHERED, U->gathered, pad * e->psize);
+    U->gathered = NULL;
   }
   set_ptrs(e, U);
   U->state = G_READY;
@@ -210,7 +231,7 @@ void eng_discard(struct sharc_shard *e, int u) {
   size_t pad = U->lay.padded;
   if (U->state == G_ISSUED) /* never discard what a collective still writes */
     (void)sharc_event_synchronize(U->gather_ev);
-  if (U->compute && U->compute != (float *)U->gathered)
+  if (e->cfg.param_dtype != SHARC_F32) /* compute is a copy of its own */
     eng_free(e, MEM_GATHERED, U->compute, pad * sizeof(float));
   eng_free(e, MEM_GATHERED, U->gathered, pad * e->psize);
   U->compute = NULL;
@@ -318,6 +339,31 @@ static sharc_status_t validate(const sharc_model_t *m,
              "stages; it needs at least one of each",
              m->name ? m->name : "?", m->nunits, m->nstages);
     return SHARC_ERR_INVALID_ARG;
+  }
+  if (!m->name || !*m->name || strlen(m->name) >= 64 ||
+      strpbrk(m->name, " \t\r\n\"\\")) {
+    snprintf(err, n,
+             "sharc_shard_create: the model's name must be one word "
+             "of 1..63 characters without quotes or backslashes (it is "
+             "written into checkpoints)");
+    return SHARC_ERR_INVALID_ARG;
+  }
+  for (int u = 0; u < m->nunits; u++) {
+    const sharc_unit_spec_t *us = &m->units[u];
+    int bad = !us->name || !*us->name || strlen(us->name) >= 64 ||
+              strpbrk(us->name, " \t\r\n\"\\");
+    for (int k = 0; !bad && k < us->nparams && k < SHARC_UNIT_MAX_PARAMS; k++)
+      bad = !us->params[k].name || !*us->params[k].name ||
+            strlen(us->params[k].name) >= 64 ||
+            strpbrk(us->params[k].name, " \t\r\n\"\\");
+    if (bad) {
+      snprintf(err, n,
+               "sharc_shard_create: unit %d: unit and tensor names "
+               "must be one word of 1..63 characters (they are written into "
+               "checkpoints)",
+               u);
+      return SHARC_ERR_INVALID_ARG;
+    }
   }
   for (int s = 0; s < m->nstages; s++)
     if (m->stages[s].unit < 0 || m->stages[s].unit >= m->nunits) {
@@ -482,7 +528,7 @@ sharc_status_t sharc_shard_create(sharc_comm_t comm, const sharc_model_t *model,
     trace_open(e);
   /* ranks agree that every one of them is ready (and fail together) */
   int ok = st == SHARC_OK, all_ok = 0;
-  if (e->shard_comm) {
+  { /* on the parent comm, which every rank has, whatever failed */
     sharc_status_t s2 =
         sharc_all_reduce(&ok, &all_ok, 1, SHARC_I32, SHARC_MIN, comm, NULL);
     if (st == SHARC_OK && s2 != SHARC_OK)

@@ -63,6 +63,9 @@ struct sharc_shard {
   eunit_t *units;
   estage_t *outs;
   uint64_t steps;
+  int failed; /* a step or evaluation failed: ranks may be out of step */
+  uint64_t opt_steps; /* steps the optimizer state has seen (AdamW bias
+                       * correction; 0 after a parameters-only load) */
   double lr;
   /* memory by category: now, and the categories when the total peaked */
   size_t mem_now[MEM_NCAT], mem_at_peak[MEM_NCAT], total_now, total_peak;
@@ -90,6 +93,8 @@ void eng_free(struct sharc_shard *e, int cat, void *p, size_t bytes);
 void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
                     size_t total, sharc_mem_bytes_t *out);
 double eng_now(void);
+/* The refusal of every call after a failed step or evaluation. */
+sharc_status_t eng_failed_before(struct sharc_shard *e);
 /* Enqueues the all-gather of unit u (no-op when gathered or in flight). */
 sharc_status_t eng_gather(struct sharc_shard *e, int u);
 /* Waits for unit u's gather (issuing it if needed); pptr then valid. */

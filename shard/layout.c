@@ -48,6 +48,13 @@ int layout_unit(const sharc_unit_spec_t *unit, int shards, layout_t *out,
                p->ndim, SHARC_TENSOR_MAX_DIMS);
       return -1;
     }
+    if (total > SIZE_MAX / 8 - n) {
+      snprintf(err, errlen,
+               "unit '%s': its tensors hold more than %zu "
+               "elements together",
+               unit->name ? unit->name : "?", SIZE_MAX / 8);
+      return -1;
+    }
     out->off[k] = total;
     out->count[k] = n;
     total += n;

@@ -45,7 +45,7 @@ static void sgd_run(struct sharc_shard *e, eunit_t *U, size_t a, size_t b,
   const sharc_optim_t *o = &e->cfg.optim;
   float wd = no_decay ? 0.0f : (float)o->weight_decay;
   float mom = (float)o->momentum, lr = (float)p->lr, sc = (float)p->scale;
-  int first = e->steps == 0;
+  int first = e->opt_steps == 0;
   for (size_t i = a; i < b; i++) {
     float g = U->grad_slice[i] * sc + wd * U->master[i];
     if (mom > 0.0f) { /* PyTorch: the first step's buffer is g */
@@ -96,11 +96,12 @@ sharc_status_t optim_step(struct sharc_shard *e, double *norm) {
                     "diverged or the model produced NaN/inf); lower the "
                     "learning rate or enable clipping",
                     (unsigned long long)e->steps + 1, *norm);
-  double t = (double)(e->steps + 1);
+  double t = (double)(e->opt_steps + 1);
   p.bc1 = 1.0 - pow(e->cfg.optim.beta1, t);
   p.bc2 = 1.0 - pow(e->cfg.optim.beta2, t);
   for (int u = 0; u < m->nunits; u++)
     slice_runs(
         e, u, e->cfg.optim.kind == SHARC_OPTIM_ADAMW ? adamw_run : sgd_run, &p);
+  e->opt_steps++;
   return SHARC_OK;
 }

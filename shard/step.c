@@ -245,6 +245,8 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
     return eng_fail(e, SHARC_ERR_INVALID_ARG,
                     "sharc_shard_step: %d micro-batches; pass at least one",
                     nmicro);
+  if (e->failed)
+    return eng_failed_before(e);
   for (int i = 0; i < nmicro; i++) {
     sharc_status_t st = check_batch(e, &micro[i], i);
     if (st != SHARC_OK)
@@ -276,6 +278,7 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
     trace_span(e, "optimizer", -1, t1, eng_now(), 1);
   }
   if (st != SHARC_OK) {
+    e->failed = 1;
     trace_step_end(e);
     return st;
   }
@@ -300,6 +303,8 @@ sharc_status_t sharc_shard_eval(sharc_shard_t e, const sharc_batch_t *batch,
                                 double sums[SHARC_STAGE_STATS]) {
   if (!e || !batch || !sums)
     return SHARC_ERR_INVALID_ARG;
+  if (e->failed)
+    return eng_failed_before(e);
   sharc_status_t st = check_batch(e, batch, 0);
   if (st != SHARC_OK)
     return st;
@@ -311,6 +316,8 @@ sharc_status_t sharc_shard_eval(sharc_shard_t e, const sharc_batch_t *batch,
   release_all(e);
   if (st == SHARC_OK)
     st = sum_world(e, sums);
+  if (st != SHARC_OK)
+    e->failed = 1;
   trace_step_end(e);
   return st;
 }

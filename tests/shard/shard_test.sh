@@ -134,9 +134,22 @@ kill-save)
   else
     echo "latest still names step-00000010"
   fi
-  train resumed 2 "${args[@]}" --steps 12 --load "$W/ck" &&
+  train resumed 2 "${args[@]}" --steps 12 --load "$W/ck" --save "$W/ck" &&
     train straight 1 "${args[@]}" --steps 12 &&
     same straight resumed --steps 11:12
+  # saving step 12 again (nothing left to train) swaps the directory in
+  # atomically and keeps step 10
+  train again 3 "${args[@]}" --steps 12 --load "$W/ck" --save "$W/ck" || exit 1
+  got=$(cd "$W/ck" && echo step-* "latest=$(cat latest)")
+  if [ "$got" != "step-00000010 step-00000012 latest=step-00000012" ]; then
+    echo "FAIL: after re-saving step 12: $got"
+    fails=$((fails + 1))
+  else
+    echo "re-saved step 12: $got"
+  fi
+  train after 2 "${args[@]}" --steps 12 --load "$W/ck" --dump-params "$W/after.bin" &&
+    $CMP "$W/straight.jsonl" "$W/straight.jsonl" --params "$W/straight.bin" \
+      "$W/after.bin" >/dev/null || { echo "FAIL: the re-saved step 12 differs"; fails=$((fails + 1)); }
   ;;
 memory)
   need_mnist

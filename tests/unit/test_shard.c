@@ -101,6 +101,7 @@ static ckpt_meta_t sample(void) {
   m.shards = 2;
   m.states = 3;
   m.steps = 20;
+  m.optim_steps = 17;
   m.lr = 3e-4;
   m.seed = 12345678901234ull;
   m.nunits = 2;
@@ -148,7 +149,7 @@ static void test_meta(void) {
   EXPECT(back.nunits == 2 && back.units[0].numel == 42 &&
              back.units[0].tensors[0].shape[1] == 5 && back.world == 4 &&
              back.shards == 2 && back.states == 3 && back.steps == 20 &&
-             back.lr == 3e-4 && back.seed == m.seed &&
+             back.lr == 3e-4 && back.seed == m.seed && back.optim_steps == 17 &&
              back.file_sums[0] == m.file_sums[0] &&
              strcmp(back.strategy, "hybrid") == 0,
          "round trip");
@@ -174,6 +175,7 @@ static void test_meta(void) {
       {"shards 2", "shards -1", "shards"},
       {"states 3", "states 4", "states"},
       {"optim adamw", "optim lion", "optim"},
+      {"optim_steps 17", "optim_step 17", "optim_steps"},
       {"\nlr ", "\nlr nan", "lr"},
       {"units 2", "units 99999", "units"},
       {"unit fc1 42 2", "unit fc1 43 2", "tensors hold"},

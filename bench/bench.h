@@ -3,7 +3,8 @@
  *   bench_main.c    options, tables (nccl-tests layout), JSON, main
  *   bench_run.c     the timing and validation loop (one for every backend)
  *   bench_data.c    input values and reference results per dtype and op
- *   bench_sharc.c   the sharc backend;  bench_mpi.c the Open MPI backend;
+ *   bench_sharc.c   the sharc backend;  bench_mpi.c the MPI backend (Open
+ *                   MPI or MPICH, whichever CMake found);
  *   bench_nccl.c    the NCCL backend (device memory only)
  *   bench_limits.c  memcpy and loopback TCP throughput of this host
  */
@@ -74,6 +75,10 @@ typedef struct {
 int bench_sharc_init(backend_t *b, const opts_t *o);
 int bench_mpi_available(void);
 int bench_mpi_init(backend_t *b, int *argc, char ***argv);
+/* First line of MPI_Get_library_version ("Open MPI v4.1.4, ...", "MPICH
+ * Version: 4.0.2"), without quotes or tabs; "" before bench_mpi_init or
+ * without MPI. */
+const char *bench_mpi_library(void);
 int bench_nccl_init(backend_t *b, const opts_t *o);
 
 /* bench_run.c */

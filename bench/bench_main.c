@@ -24,6 +24,8 @@ static void usage(FILE *f) {
       f,
       "usage: sharc-bench <all_gather|reduce_scatter|all_reduce|broadcast|all>"
       " [flags]\n"
+      "  (several collectives: a comma-separated list, e.g. "
+      "all_gather,all_reduce)\n"
       "  -b,--minbytes N     smallest size (K, M, G suffixes)     [32M]\n"
       "  -e,--maxbytes N     largest size                          [32M]\n"
       "  -i,--stepbytes N    size increment (when -f is 1)         [1M]\n"
@@ -50,6 +52,9 @@ static void usage(FILE *f) {
       "  --compare P         mpi|nccl: run sharc and P alternately on each\n"
       "                      size; print both tables and the busbw ratios\n"
       "  --limits 0|1        measure memcpy / TCP limits first     [1]\n"
+      "  --transport T       auto|shm|tcp|ib: sets SHARC_TRANSPORT (ib: verbs\n"
+      "                      for every pair; SHARC_NET=ib keeps shm within a\n"
+      "                      host)                                 [env]\n"
       "MPI (--backend/--compare mpi) needs mpirun, e.g.\n"
       "  mpirun -np 4 sharc-bench all -b 8 -e 64M -f 4 --compare mpi\n"
       "otherwise run under a launcher: sharcrun -n 4 sharc-bench all_reduce\n"
@@ -85,7 +90,30 @@ static int parse_int(const char *s, const char *flag) {
   return (int)v;
 }
 
-static void parse(int argc, char **argv, opts_t *o, int *which) {
+/* Collective names: one, a comma-separated list or "all" -> bit mask of
+ * coll_t; 0 when a name is unknown. */
+static unsigned parse_colls(const char *a) {
+  unsigned mask = 0;
+  while (*a) {
+    size_t len = strcspn(a, ",");
+    unsigned bit = 0;
+    if (len == 3 && !strncmp(a, "all", 3))
+      bit = (1u << C_N) - 1;
+    for (int c = 0; c < C_N; c++) {
+      size_t cl = strlen(bench_coll_names[c]);
+      if ((len == cl || (len == cl + 5 && !strncmp(a + cl, "_perf", 5))) &&
+          !strncmp(a, bench_coll_names[c], cl))
+        bit = 1u << c;
+    }
+    if (!bit)
+      return 0;
+    mask |= bit;
+    a += len + (a[len] == ',');
+  }
+  return mask;
+}
+
+static void parse(int argc, char **argv, opts_t *o, unsigned *which) {
   static const struct {
     char s;
     const char *l;
@@ -95,8 +123,8 @@ static void parse(int argc, char **argv, opts_t *o, int *which) {
                {'r', "root"},         {'a', "average"},  {'z', "blocking"},
                {'R', "registration"}, {'T', "timeout"},  {'J', "json"},
                {'M', "mem"},          {'B', "backend"},  {'P', "compare"},
-               {'L', "limits"}};
-  *which = -1;
+               {'L', "limits"},       {'X', "transport"}};
+  *which = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -104,18 +132,16 @@ static void parse(int argc, char **argv, opts_t *o, int *which) {
       exit(0);
     }
     if (a[0] != '-') {
-      if (*which != -1) {
-        fprintf(stderr, "sharc-bench: two collectives given ('%s')\n", a);
+      if (*which) {
+        fprintf(stderr,
+                "sharc-bench: two collective arguments given ('%s'); list "
+                "several with commas\n",
+                a);
         exit(2);
       }
-      *which = !strcmp(a, "all") ? C_N : -2;
-      for (int c = 0; c < C_N; c++)
-        if (!strcmp(a, bench_coll_names[c]) ||
-            (!strncmp(a, bench_coll_names[c], strlen(bench_coll_names[c])) &&
-             !strcmp(a + strlen(bench_coll_names[c]), "_perf")))
-          *which = c;
-      if (*which == -2) {
-        fprintf(stderr, "sharc-bench: unknown collective '%s'\n", a);
+      *which = parse_colls(a);
+      if (!*which) {
+        fprintf(stderr, "sharc-bench: unknown collective in '%s'\n", a);
         usage(stderr);
         exit(2);
       }
@@ -216,10 +242,20 @@ static void parse(int argc, char **argv, opts_t *o, int *which) {
     case 'L':
       o->limits = parse_int(v, a);
       break;
+    case 'X': /* read by sharc_comm_init_env, after parsing */
+      if (strcmp(v, "auto") && strcmp(v, "shm") && strcmp(v, "tcp") &&
+          strcmp(v, "ib")) {
+        fprintf(stderr,
+                "sharc-bench: --transport: auto, shm, tcp or ib, not '%s'\n",
+                v);
+        exit(2);
+      }
+      setenv("SHARC_TRANSPORT", v, 1);
+      break;
     }
   }
   const char *bad = NULL;
-  if (*which < 0)
+  if (!*which)
     bad = "name a collective (or all)";
   else if (o->iters < 1)
     bad = "-n must be at least 1";
@@ -443,6 +479,8 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
       printf("# SHARC_CHECK=%s: every sharc collective first compares its "
              "signature across ranks (one small all-gather)\n",
              chk);
+    if (*bench_mpi_library())
+      printf("# MPI library: %s\n", bench_mpi_library());
     if (lim)
       printf("# Limits: memcpy %.2f GB/s (one core), %.2f GB/s (%d ranks at "
              "once, per host); loopback TCP %.2f GB/s (one stream)\n",
@@ -467,7 +505,7 @@ int main(int argc, char **argv) {
               .average = 1,
               .limits = 1,
               .backend = "sharc"};
-  int which;
+  unsigned which; /* bit mask of coll_t */
   parse(argc, argv, &o, &which);
   setvbuf(stdout, NULL, _IOLBF, 0);
 
@@ -533,6 +571,8 @@ int main(int argc, char **argv) {
             b->nranks, b->nhosts, host, o.backend, o.compare ? o.compare : "",
             o.reg, o.blocking, o.iters, o.warmup,
             getenv("SHARC_CHECK") ? atoi(getenv("SHARC_CHECK")) != 0 : 0);
+    if (*bench_mpi_library())
+      fprintf(json, ", \"mpi_library\": \"%s\"", bench_mpi_library());
     if (limp)
       fprintf(json,
               ", \"limits\": {\"memcpy_1core\": %.3f, \"memcpy_all\": %.3f, "
@@ -543,15 +583,17 @@ int main(int argc, char **argv) {
 
   int errors = 0;
   int ntypes = o.dtype < 0 ? SHARC_DTYPE_COUNT : 1;
-  for (int c = which == C_N ? 0 : which; c < (which == C_N ? C_N : which + 1);
-       c++) {
+  int several = (which & (which - 1)) != 0;
+  for (int c = 0; c < C_N; c++) {
+    if (!(which & (1u << c)))
+      continue;
     table_t tm = {.b = main_b}, tp = {.b = peer_b};
     int reduces = c == C_RS || c == C_AR;
     int nops = reduces ? (o.op < 0 ? SHARC_OP_COUNT : 1) : 1;
     int r0 = c == C_BC ? (o.root < 0 ? 0 : o.root) : -1;
     int r1 = c == C_BC ? (o.root < 0 ? b->nranks - 1 : o.root) : -1;
     if (b->rank == 0) {
-      if (which == C_N)
+      if (several)
         printf("#\n# Collective test: %s\n#\n", bench_coll_names[c]);
       if (!peer_b)
         print_header();

@@ -1,16 +1,18 @@
 /*
  * bench_mpi.c - the MPI backend of sharc-bench (built when CMake finds MPI,
- * SHARC_BENCH_HAVE_MPI). MPI has no streams: every call is blocking, so
- * "enqueue back to back, then synchronize" times the same back-to-back
- * calls and the synchronize is empty. Start under mpirun; sharc's bootstrap
- * reads the OMPI_COMM_WORLD_* variables, so --compare mpi runs both in the
- * same processes.
+ * SHARC_BENCH_HAVE_MPI: Open MPI by default, MPICH with
+ * -DMPI_C_COMPILER=mpicc.mpich). MPI has no streams: every call is
+ * blocking, so "enqueue back to back, then synchronize" times the same
+ * back-to-back calls and the synchronize is empty. Start under mpirun or
+ * mpiexec; sharc's bootstrap reads Open MPI's OMPI_COMM_WORLD_* or Hydra's
+ * PMI_RANK/PMI_SIZE, so --compare mpi runs both in the same processes.
  */
 #include "bench.h"
 
 #ifndef SHARC_BENCH_HAVE_MPI
 
 int bench_mpi_available(void) { return 0; }
+const char *bench_mpi_library(void) { return ""; }
 int bench_mpi_init(backend_t *b, int *argc, char ***argv) {
   (void)b, (void)argc, (void)argv;
   fprintf(stderr, "sharc-bench: built without MPI (CMake did not find it; "
@@ -24,6 +26,19 @@ int bench_mpi_init(backend_t *b, int *argc, char ***argv) {
 #include <string.h>
 
 static char mpi_err[MPI_MAX_ERROR_STRING + 64];
+static char mpi_lib[MPI_MAX_LIBRARY_VERSION_STRING];
+
+const char *bench_mpi_library(void) { return mpi_lib; }
+
+/* The library's own name for itself, one line, safe inside JSON quotes. */
+static void read_library(void) {
+  int len = 0;
+  MPI_Get_library_version(mpi_lib, &len);
+  mpi_lib[strcspn(mpi_lib, "\n")] = '\0';
+  for (char *p = mpi_lib; *p; p++)
+    if (*p == '\t' || *p == '"' || *p == '\\' || (unsigned char)*p < 32)
+      *p = ' ';
+}
 
 static MPI_Datatype mpi_type(sharc_dtype_t dt) {
   switch (dt) {
@@ -131,6 +146,7 @@ int bench_mpi_available(void) { return 1; }
 int bench_mpi_init(backend_t *b, int *argc, char ***argv) {
   if (MPI_Init(argc, argv) != MPI_SUCCESS)
     return -1;
+  read_library();
   MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &b->nranks);
   /* hosts: distinct shared-memory domains */

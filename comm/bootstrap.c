@@ -602,7 +602,8 @@ static const char *port_hint(const char *source) {
     return "MASTER_PORT";
   if (source && !strcmp(source, "Slurm"))
     return "SHARC_PORT";
-  if (source && !strcmp(source, "Open MPI"))
+  if (source &&
+      (!strcmp(source, "Open MPI") || !strcmp(source, "Hydra (MPICH)")))
     return "SHARC_ADDR or SHARC_PORT";
   return "SHARC_ADDR";
 }

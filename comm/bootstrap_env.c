@@ -1,7 +1,7 @@
 /*
  * bootstrap_env.c - who am I and where is the rendezvous: the launcher
- * environments (SHARC_*, torchrun, Slurm, Open MPI) in order, Slurm node
- * lists, the job token, and the host identity.
+ * environments (SHARC_*, torchrun, Slurm, Open MPI, MPICH's Hydra) in
+ * order, Slurm node lists, the job token, and the host identity.
  */
 #include "bootstrap.h"
 
@@ -43,6 +43,10 @@ const char *const bootstrap_env_vars[] = {"SHARC_RANK",
                                           "OMPI_COMM_WORLD_LOCAL_SIZE",
                                           "OMPI_MCA_ess_base_jobid",
                                           "PMIX_NAMESPACE",
+                                          "PMI_RANK",
+                                          "PMI_SIZE",
+                                          "MPI_LOCALRANKID",
+                                          "MPI_LOCALNRANKS",
                                           NULL};
 
 /* ---- hashing and host identity ---- */
@@ -290,6 +294,82 @@ static sharc_status_t env_ompi(bootstrap_env_t *env) {
   return SHARC_OK;
 }
 
+/* The pid of the hydra_pmi_proxy this process descends from (Hydra starts
+ * one proxy per host and the ranks as its children), or 0. Hydra exports
+ * no job id; the proxy's pid is what the ranks of one job on one host share
+ * and other jobs do not. A few levels up, for ranks started through a
+ * wrapper (a shell, valgrind). */
+static long hydra_proxy_pid(void) {
+  long pid = (long)getppid();
+  for (int depth = 0; depth < 4 && pid > 1; depth++) {
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+      return 0;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    /* "pid (comm) state ppid ...": comm may hold spaces and parentheses */
+    char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+    if (!open || !close || close < open)
+      return 0;
+    if (close - open - 1 == 15 && !strncmp(open + 1, "hydra_pmi_proxy", 15))
+      return pid;
+    char state;
+    long ppid;
+    if (sscanf(close + 1, " %c %ld", &state, &ppid) != 2)
+      return 0;
+    pid = ppid;
+  }
+  return 0;
+}
+
+/* MPICH's (and Intel MPI's) Hydra launcher, mpiexec.hydra: PMI_RANK,
+ * PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS. Like Open MPI it gives no
+ * rendezvous: SHARC_ADDR, else MASTER_ADDR with MASTER_PORT/SHARC_PORT;
+ * when every rank is on one host, 127.0.0.1 on SHARC_PORT or 29500 +
+ * hash(proxy pid) % 1000. */
+static sharc_status_t env_hydra(bootstrap_env_t *env) {
+  if (!ev("PMI_SIZE"))
+    return incomplete("Hydra (MPICH)", "PMI_RANK", "PMI_SIZE",
+                      "both (run under mpiexec)");
+  CHECK(read_ranks(env, "Hydra (MPICH)", "PMI_RANK", "PMI_SIZE",
+                   "MPI_LOCALRANKID", "MPI_LOCALNRANKS"));
+  if (ev("SHARC_ADDR"))
+    return net_split_hostport(ev("SHARC_ADDR"), "SHARC_ADDR", env->root_host,
+                              sizeof env->root_host, &env->root_port);
+  env->root_port = 0;
+  if (ev("MASTER_ADDR")) {
+    CHECK(set_host(env, "MASTER_ADDR", ev("MASTER_ADDR")));
+    if (ev("MASTER_PORT"))
+      return port_var("MASTER_PORT", &env->root_port);
+    CHECK(sharc_port(&env->root_port));
+    if (env->root_port == 0)
+      return err_set(SHARC_ERR_INVALID_ARG,
+                     "bootstrap: Hydra (MPICH) launch with MASTER_ADDR=%s but "
+                     "no port; set MASTER_PORT or SHARC_PORT (mpiexec "
+                     "-genv ...)",
+                     env->root_host);
+    return SHARC_OK;
+  }
+  if (env->local_size != env->nranks)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "bootstrap: Hydra (MPICH) launch across hosts (or without "
+                   "MPI_LOCALNRANKS) has no rendezvous address; set "
+                   "SHARC_ADDR=host:port (the host of rank 0), e.g. mpiexec "
+                   "-genv SHARC_ADDR node01:29500, or MASTER_ADDR and "
+                   "MASTER_PORT");
+  strcpy(env->root_host, "127.0.0.1");
+  CHECK(sharc_port(&env->root_port));
+  if (env->root_port == 0) {
+    long proxy = hydra_proxy_pid();
+    env->root_port =
+        29500 + (int)(hash_bytes(HASH_BASIS, &proxy, sizeof proxy) % 1000);
+  }
+  return SHARC_OK;
+}
+
 /* Job identity every rank sees alike, for a token when SHARC_TOKEN is not
  * given. Such a token only keeps other jobs out; it is not a secret. */
 static void derive_token(bootstrap_env_t *env) {
@@ -316,16 +396,20 @@ sharc_status_t bootstrap_env_read(bootstrap_env_t *env) {
     st = env_sharc(env);
   else if (ev("RANK") || ev("WORLD_SIZE"))
     st = env_torchrun(env);
-  else if (ev("SLURM_PROCID") && !ev("OMPI_COMM_WORLD_RANK"))
-    /* mpirun inside an allocation inherits the batch step's SLURM_PROCID */
+  else if (ev("SLURM_PROCID") && !ev("OMPI_COMM_WORLD_RANK") &&
+           !ev("MPI_LOCALRANKID"))
+    /* mpirun / mpiexec inside an allocation inherits the batch step's
+     * SLURM_PROCID; srun --mpi=pmi2 sets PMI_RANK too, but agrees */
     st = env_slurm(env);
   else if (ev("OMPI_COMM_WORLD_RANK"))
     st = env_ompi(env);
+  else if (ev("PMI_RANK"))
+    st = env_hydra(env);
   else
     return err_set(SHARC_ERR_INVALID_ARG,
                    "no launcher environment found: set SHARC_RANK, "
                    "SHARC_WORLD_SIZE and SHARC_ADDR, or run under sharcrun, "
-                   "torchrun, srun or mpirun");
+                   "torchrun, srun, mpirun or mpiexec");
   if (st != SHARC_OK)
     return st;
   if (env->local_rank >= 0 && env->local_size > 0 &&

@@ -112,8 +112,10 @@ SHARC_API const char *sharc_version(void);
  * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, first host of
  * SLURM_STEP_NODELIST/SLURM_JOB_NODELIST, port SHARC_PORT or derived from
  * the job id); Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK, rendezvous at
- * SHARC_ADDR or MASTER_ADDR). Blocks until every rank arrived or
- * SHARC_TIMEOUT seconds passed (SHARC_ERR_TIMEOUT, naming the missing ranks).
+ * SHARC_ADDR or MASTER_ADDR); MPICH's Hydra (PMI_RANK, PMI_SIZE,
+ * MPI_LOCALRANKID, MPI_LOCALNRANKS, likewise). Blocks until every rank
+ * arrived or SHARC_TIMEOUT seconds passed (SHARC_ERR_TIMEOUT, naming the
+ * missing ranks).
  * A misconfigured environment returns SHARC_ERR_INVALID_ARG naming the
  * variable; the message is in sharc_last_error(). */
 SHARC_API sharc_status_t sharc_comm_init_env(sharc_comm_t *comm);

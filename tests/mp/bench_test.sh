@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sharc-bench end to end: nccl-tests layout, validation, JSON, the corruption
-# switch, and (mode mpi) --compare mpi under mpirun.
-#   bench_test.sh SHARCRUN SHARC_BENCH [core|mpi]
+# switch, (mode mpi) --compare mpi under mpirun, and (mode hydra) sharc
+# started by MPICH's mpiexec.
+#   bench_test.sh SHARCRUN SHARC_BENCH [core|mpi|hydra]
 # Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 set -u
 run=$1 bench=$2 mode=${3:-core}
@@ -36,7 +37,29 @@ if [ "$mode" = mpi ]; then
   read -r rows wrong < <(parse "$tmp/c.out")
   [ "$rows" -gt 0 ] && [ "$wrong" = 0 ] || fail "compare rows $rows wrong $wrong"
   python3 -m json.tool "$tmp/c.json" >/dev/null || fail "compare JSON invalid"
+  grep -q '^# MPI library: ' "$tmp/c.out" || fail "no '# MPI library' line"
   echo "PASS: --compare mpi ($rows rows)"
+  exit 0
+fi
+
+# mode hydra: sharc alone started by MPICH's launcher (PMI_RANK, PMI_SIZE,
+# MPI_LOCALRANKID, MPI_LOCALNRANKS; rendezvous port from the proxy's pid)
+if [ "$mode" = hydra ]; then
+  command -v mpiexec.mpich >/dev/null || { echo "SKIP: mpiexec.mpich not found (apt-get install mpich)"; exit 77; }
+  export SHARC_TIMEOUT=30
+  for job in 1 2; do # two jobs at once: each finds its own rendezvous port
+    timeout 100 mpiexec.mpich -n 2 "$bench" all_reduce -b 8 -e 64K -f 8 -n 2 \
+      -w 1 --limits 0 >"$tmp/h$job.out" 2>&1 &
+  done
+  wait %1; rc1=$?
+  wait %2; rc2=$?
+  for job in 1 2; do
+    [ "$job" = 1 ] && rc=$rc1 || rc=$rc2
+    [ "$rc" -eq 0 ] || { cat "$tmp/h$job.out"; fail "job $job under mpiexec.mpich exited $rc"; }
+    grep -q '^# Out of bounds values : 0 OK$' "$tmp/h$job.out" || fail "job $job: no OK table"
+    grep -q '2 ranks on 1 host' "$tmp/h$job.out" || fail "job $job: not 2 ranks on 1 host"
+  done
+  echo "PASS: two jobs under mpiexec.mpich (Hydra)"
   exit 0
 fi
 

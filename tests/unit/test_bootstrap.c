@@ -1,14 +1,17 @@
 /*
- * test_bootstrap.c - launcher environment parsing (every source, precedence,
- * errors naming the variable), Slurm node lists, unique ids, and real
- * in-process rendezvous on 127.0.0.1: five ranks as threads, with stray
- * connections beside them, and a timeout naming the missing rank.
+ * test_bootstrap.c - launcher environment parsing (every source, Hydra's
+ * port from its proxy's pid, precedence, errors naming the variable),
+ * Slurm node lists, unique ids, and real in-process rendezvous on
+ * 127.0.0.1: five ranks as threads, with stray connections beside them,
+ * and a timeout naming the missing rank.
  */
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bootstrap.h"
@@ -232,6 +235,119 @@ static void test_env_ompi(void) {
   ENV_ERROR("SHARC_ADDR");
   unsetenv("OMPI_COMM_WORLD_SIZE");
   ENV_ERROR("OMPI_COMM_WORLD_SIZE");
+}
+
+/* Hydra starts ranks as children of hydra_pmi_proxy: a process renamed so
+ * stands in for it, and its child (a rank) must derive the port from the
+ * proxy's pid. Returns the port the rank read, or -1. */
+static int port_under_fake_proxy(pid_t *proxy) {
+  int fd[2];
+  if (pipe(fd))
+    return -1;
+  pid_t p = fork();
+  if (p == 0) {
+    prctl(PR_SET_NAME, "hydra_pmi_proxy");
+    pid_t r = fork();
+    if (r == 0) {
+      bootstrap_env_t e;
+      int port = bootstrap_env_read(&e) == SHARC_OK ? e.root_port : -1;
+      ssize_t w = write(fd[1], &port, sizeof port);
+      _exit(w == (ssize_t)sizeof port ? 0 : 1);
+    }
+    int st;
+    waitpid(r, &st, 0);
+    _exit(0);
+  }
+  close(fd[1]);
+  int port = -1;
+  if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port)
+    port = -1;
+  close(fd[0]);
+  int st;
+  waitpid(p, &st, 0);
+  *proxy = p;
+  return port;
+}
+
+static void test_env_hydra(void) {
+  bootstrap_env_t e;
+  clear_env();
+  /* what mpiexec.hydra (MPICH 4.0) sets for rank 1 of 2 on one host */
+  set("PMI_RANK", "1");
+  set("PMI_SIZE", "2");
+  set("MPI_LOCALRANKID", "1");
+  set("MPI_LOCALNRANKS", "2");
+  EXPECT(bootstrap_env_read(&e) == SHARC_OK, "%s", err_last());
+  EXPECT(!strcmp(e.source, "Hydra (MPICH)") && e.rank == 1 && e.nranks == 2 &&
+             e.local_rank == 1 && e.local_size == 2 &&
+             !strcmp(e.root_host, "127.0.0.1") && e.root_port >= 29500 &&
+             e.root_port < 30500 && !e.host_root,
+         "%s %d/%d local %d/%d %s:%d", e.source, e.rank, e.nranks, e.local_rank,
+         e.local_size, e.root_host, e.root_port);
+  /* the port follows the proxy's pid: two jobs on one host differ */
+  pid_t proxy = 0;
+  int port = port_under_fake_proxy(&proxy);
+  long pl = (long)proxy;
+  int want = 29500 + (int)(hash_bytes(HASH_BASIS, &pl, sizeof pl) % 1000);
+  EXPECT(port == want, "port %d under proxy %ld, want %d", port, pl, want);
+  set("SHARC_PORT", "4444");
+  EXPECT(bootstrap_env_read(&e) == SHARC_OK && e.root_port == 4444, "%d %s",
+         e.root_port, err_last());
+  unsetenv("SHARC_PORT");
+  set("SHARC_ADDR", "head:4321");
+  EXPECT(bootstrap_env_read(&e) == SHARC_OK && !strcmp(e.root_host, "head") &&
+             e.root_port == 4321,
+         "%s:%d", e.root_host, e.root_port);
+  unsetenv("SHARC_ADDR");
+  set("MASTER_ADDR", "m0");
+  ENV_ERROR("MASTER_PORT");
+  set("MASTER_PORT", "5555");
+  EXPECT(bootstrap_env_read(&e) == SHARC_OK && !strcmp(e.root_host, "m0") &&
+             e.root_port == 5555,
+         "%s:%d", e.root_host, e.root_port);
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  /* mpiexec inside a Slurm allocation: the step's SLURM_PROCID is stale */
+  set("SLURM_PROCID", "0");
+  set("SLURM_NTASKS", "1");
+  EXPECT(bootstrap_env_read(&e) == SHARC_OK &&
+             !strcmp(e.source, "Hydra (MPICH)") && e.rank == 1,
+         "%s %d", e.source, e.rank);
+  /* srun --mpi=pmi2 sets PMI_RANK but not MPI_LOCALRANKID: Slurm decides */
+  unsetenv("MPI_LOCALRANKID");
+  unsetenv("MPI_LOCALNRANKS");
+  set("SLURM_PROCID", "1");
+  set("SLURM_NTASKS", "2");
+  set("SLURM_JOB_NODELIST", "n[1-2]");
+  set("SLURM_JOB_ID", "7");
+  EXPECT(bootstrap_env_read(&e) == SHARC_OK && !strcmp(e.source, "Slurm") &&
+             e.rank == 1 && !strcmp(e.root_host, "n1"),
+         "%s %d %s", e.source, e.rank, e.root_host);
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_NTASKS");
+  unsetenv("SLURM_JOB_NODELIST");
+  unsetenv("SLURM_JOB_ID");
+  /* several hosts (local size below size) need an address */
+  set("MPI_LOCALRANKID", "0");
+  set("MPI_LOCALNRANKS", "1");
+  ENV_ERROR("SHARC_ADDR");
+  set("MPI_LOCALNRANKS", "x");
+  ENV_ERROR("MPI_LOCALNRANKS=x");
+  set("MPI_LOCALNRANKS", "2");
+  set("PMI_RANK", "2");
+  ENV_ERROR("PMI_RANK=2");
+  set("PMI_RANK", "0");
+  unsetenv("PMI_SIZE");
+  ENV_ERROR("PMI_SIZE");
+  /* Open MPI's variables win when both are present */
+  set("PMI_SIZE", "2");
+  set("OMPI_COMM_WORLD_RANK", "1");
+  set("OMPI_COMM_WORLD_SIZE", "2");
+  set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  EXPECT(bootstrap_env_read(&e) == SHARC_OK && !strcmp(e.source, "Open MPI") &&
+             e.rank == 1,
+         "%s %d %s", e.source, e.rank, err_last());
 }
 
 static void test_nodelist(void) {
@@ -507,6 +623,7 @@ int main(void) {
   test_env_torchrun();
   test_env_slurm();
   test_env_ompi();
+  test_env_hydra();
   clear_env();
   test_nodelist();
   test_net_misc();

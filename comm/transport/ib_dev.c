@@ -10,6 +10,7 @@
  */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,8 +284,23 @@ static const char *port_state_name(enum ibv_port_state s) {
                                       : "unknown";
 }
 
+/* Buffers the NIC reads or writes must survive a fork() of this process
+ * (data-loader workers, system(), topo's hwloc probe): rdma-core's fork
+ * support (as RDMAV_FORK_SAFE=1) must be asked for before any other verbs
+ * call. Where it cannot be had, say so once. */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_init(void) {
+  int rc = ibv_fork_init();
+  if (rc)
+    WARN(SUB_NET,
+         "ib: ibv_fork_init: %s; a fork() while transfers are in flight may "
+         "corrupt them",
+         strerror(rc < 0 ? -rc : rc));
+}
+
 int ib_probe(char *why, size_t why_len) {
   int n = 0, active = 0;
+  pthread_once(&fork_once, fork_init);
   struct ibv_device **list = ibv_get_device_list(&n);
   if (!list) {
     snprintf(why, why_len,
@@ -400,6 +416,7 @@ sharc_status_t ib_dev_open(struct sharc_comm *comm, ib_dev_t *d) {
     return comm_error(comm, SHARC_ERR_INVALID_ARG, "ib: SHARC_IB_HCA=%s: %s",
                       spec, why);
   int ndev = 0;
+  pthread_once(&fork_once, fork_init);
   struct ibv_device **list = ibv_get_device_list(&ndev);
   if (!list || ndev == 0) {
     if (list)

@@ -69,6 +69,7 @@ typedef struct {
   double copy1;    /* memcpy, one core, this rank alone */
   double copy_all; /* memcpy, every rank at once, sum over ranks */
   double tcp;      /* loopback TCP, one stream */
+  double tcp2;     /* loopback TCP, one of two streams at once */
 } limits_t;
 
 /* bench_sharc.c, bench_mpi.c, bench_nccl.c: 0 on success. */
@@ -119,10 +120,10 @@ extern const sharc_op_t data_op_order[SHARC_OP_COUNT];
 
 /* bench_limits.c: measures this host's limits (collective over b). */
 void limits_measure(backend_t *b, limits_t *l);
-/* Upper bound for busbw of c (GB/s) from the limits; 0 when unknown.
- * *what names the limit. */
+/* Upper bound for busbw of c (GB/s) from the limits, out-of-place
+ * (inplace 0) or in-place; 0 when unknown. *what names the limit. */
 double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,
-                    const char **what);
+                    int inplace, const char **what);
 
 double bench_now(void);
 

@@ -4,12 +4,18 @@
  * once) and the loopback TCP stream rate.
  *
  * Bus bandwidth bounds on one host (S bytes per operation, n ranks, C the
- * aggregate copy rate of all ranks copying at once): all-gather,
+ * aggregate copy rate of all ranks copying at once): in-place all-gather,
  * reduce-scatter and all-reduce must copy (n-1)S (all-reduce 2(n-1)S)
- * bytes in total, so busbw <= C/n; broadcast copies (n-1)S with factor 1,
- * so busbw <= C/(n-1). That is the zero-copy bound (each byte copied once,
- * as with sharc_mem_alloc buffers); staging through FIFOs copies twice and
- * halves it. Over TCP the bound is the stream rate of one connection.
+ * bytes in total, so busbw <= C/n; out-of-place all-gather also copies
+ * each rank's own block into its output, nS in total, so busbw <=
+ * C(n-1)/n^2 (half of C/n at 2 ranks); broadcast copies (n-1)S with
+ * factor 1 in place, so busbw <= C/(n-1), and nS out of place (the root's
+ * own copy), busbw <= C/n. That is the zero-copy bound (each byte copied
+ * once, as with sharc_mem_alloc buffers); staging through FIFOs copies
+ * twice and halves it. Over TCP the bound is the stream rate of one
+ * connection (as the issue states it); a 2-rank exchange runs a stream
+ * each way at once on the same cores, so the rate of one of two
+ * simultaneous streams is printed too.
  */
 #include <netinet/in.h>
 #include <pthread.h>
@@ -22,12 +28,13 @@
 
 #define COPY_BYTES (128u << 20) /* 4x a 32 MiB L3: memory, not cache */
 
-/* Best of 3 memcpy rates (GB/s); -1 when memory is short. With sync, every
- * rank copies at once and the result is the aggregate: on one host, all
- * ranks' bytes over the span from the first start to the last end
- * (CLOCK_MONOTONIC is one clock per host), so ranks that share a core
- * (more ranks than cores) are not counted as if each had one; across hosts,
- * the mean rank's rate times ranks per host. */
+/* Best of 5 memcpy rates (GB/s); -1 when memory is short. With sync, every
+ * rank copies at once and the result is the aggregate: on one host, the
+ * slowest rank's rate times the ranks, so ranks that share a core (more
+ * ranks than cores) are not counted as if each had one (a rank that ran
+ * first, alone, would report a core's full rate); across hosts, the mean
+ * rank's rate times ranks per host. Best of 5: on a shared machine other
+ * work only ever lowers a sample. */
 static double copy_rate(backend_t *b, int sync) {
   char *src = malloc(COPY_BYTES), *dst = malloc(COPY_BYTES);
   double best = -1;
@@ -41,16 +48,15 @@ static double copy_rate(backend_t *b, int sync) {
     bench_allreduce_f64(b, &v, 2); /* min */
     ok = v > 0;
   }
-  for (int k = 0; ok && k < 3; k++) {
+  for (int k = 0; ok && k < 5; k++) {
     if (sync)
       b->barrier(b);
     double t0 = bench_now();
     memcpy(dst, src, COPY_BYTES);
-    double t1 = bench_now(), r = COPY_BYTES / (t1 - t0) / 1e9;
+    double r = COPY_BYTES / (bench_now() - t0) / 1e9;
     if (sync && b->nhosts == 1) {
-      bench_allreduce_f64(b, &t0, 2); /* first start */
-      bench_allreduce_f64(b, &t1, 3); /* last end */
-      r = (double)COPY_BYTES * b->nranks / (t1 - t0) / 1e9;
+      bench_allreduce_f64(b, &r, 2); /* the slowest rank's */
+      r *= b->nranks;
     } else if (sync) {
       bench_allreduce_f64(b, &r, 1); /* mean */
       r = r * b->nranks / (b->nhosts > 0 ? b->nhosts : 1);
@@ -64,59 +70,94 @@ static double copy_rate(backend_t *b, int sync) {
 }
 
 typedef struct {
-  int fd;
+  int tx, rx; /* the two ends of one loopback connection */
   double until;
-} sender_t;
+  size_t got;
+  double secs;
+} stream_t;
 
 static void *send_loop(void *arg) {
-  sender_t *s = arg;
+  stream_t *s = arg;
   size_t n = 1u << 20;
   char *buf = calloc(1, n);
   while (buf && bench_now() < s->until)
-    if (send(s->fd, buf, n, MSG_NOSIGNAL) < 0)
+    if (send(s->tx, buf, n, MSG_NOSIGNAL) < 0)
       break;
   free(buf);
-  shutdown(s->fd, SHUT_WR);
+  shutdown(s->tx, SHUT_WR);
   return NULL;
 }
 
-/* One TCP stream over 127.0.0.1 for about half a second (GB/s). */
-static double tcp_rate(void) {
-  int ls = socket(AF_INET, SOCK_STREAM, 0), cs = -1, as = -1;
-  struct sockaddr_in a = {.sin_family = AF_INET,
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t al = sizeof a;
-  double rate = 0;
-  if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 1) ||
-      getsockname(ls, (struct sockaddr *)&a, &al))
-    goto out;
-  cs = socket(AF_INET, SOCK_STREAM, 0);
-  if (cs < 0 || connect(cs, (struct sockaddr *)&a, sizeof a))
-    goto out;
-  as = accept(ls, NULL, NULL);
-  if (as < 0)
-    goto out;
-  sender_t s = {cs, bench_now() + 0.5};
-  pthread_t t;
-  if (pthread_create(&t, NULL, send_loop, &s))
-    goto out;
-  size_t n = 1u << 20, total = 0;
+static void *recv_loop(void *arg) {
+  stream_t *s = arg;
+  size_t n = 1u << 20;
   char *buf = malloc(n);
   double t0 = bench_now();
   ssize_t got;
-  while (buf && (got = recv(as, buf, n, 0)) > 0)
-    total += (size_t)got;
-  rate = (double)total / (bench_now() - t0) / 1e9;
-  pthread_join(t, NULL);
+  while (buf && (got = recv(s->rx, buf, n, 0)) > 0)
+    s->got += (size_t)got;
+  s->secs = bench_now() - t0;
   free(buf);
-out:
-  if (as >= 0)
-    close(as);
-  if (cs >= 0)
-    close(cs);
+  return NULL;
+}
+
+/* A connected pair over 127.0.0.1; 0 on success. */
+static int loop_pair(int *tx, int *rx) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  *tx = *rx = -1;
+  if (ls >= 0 && !bind(ls, (struct sockaddr *)&a, sizeof a) && !listen(ls, 1) &&
+      !getsockname(ls, (struct sockaddr *)&a, &al) &&
+      (*tx = socket(AF_INET, SOCK_STREAM, 0)) >= 0 &&
+      !connect(*tx, (struct sockaddr *)&a, sizeof a))
+    *rx = accept(ls, NULL, NULL);
   if (ls >= 0)
     close(ls);
-  return rate;
+  if (*rx >= 0)
+    return 0;
+  if (*tx >= 0)
+    close(*tx);
+  return -1;
+}
+
+/* n TCP streams over 127.0.0.1 at once for about half a second, each with
+ * its own sending and receiving thread; the rate of one stream (GB/s). One
+ * stream is the bound the issue names; two at once is what a 2-rank
+ * exchange runs (each rank sends and receives), on the same cores. */
+static double tcp_rate(int n) {
+  stream_t s[2] = {0};
+  pthread_t ts[2], tr[2];
+  int ok = 0;
+  double until = bench_now() + 0.5;
+  for (; ok < n; ok++) {
+    s[ok].until = until;
+    if (loop_pair(&s[ok].tx, &s[ok].rx))
+      break;
+    if (pthread_create(&ts[ok], NULL, send_loop, &s[ok])) {
+      close(s[ok].tx);
+      close(s[ok].rx);
+      break;
+    }
+    if (pthread_create(&tr[ok], NULL, recv_loop, &s[ok])) {
+      shutdown(s[ok].rx, SHUT_RDWR); /* ends the sender */
+      pthread_join(ts[ok], NULL);
+      close(s[ok].tx);
+      close(s[ok].rx);
+      break;
+    }
+  }
+  double total = 0, secs = 0;
+  for (int i = 0; i < ok; i++) {
+    pthread_join(ts[i], NULL);
+    pthread_join(tr[i], NULL);
+    total += (double)s[i].got;
+    secs = s[i].secs > secs ? s[i].secs : secs;
+    close(s[i].tx);
+    close(s[i].rx);
+  }
+  return ok == n && secs > 0 ? total / secs / n / 1e9 : 0;
 }
 
 void limits_measure(backend_t *b, limits_t *l) {
@@ -124,17 +165,23 @@ void limits_measure(backend_t *b, limits_t *l) {
   b->barrier(b);
   if (b->rank == 0) {
     l->copy1 = copy_rate(b, 0);
-    l->tcp = tcp_rate();
+    for (int k = 0; k < 2; k++) { /* best of 2: it varies from run to run */
+      double one = tcp_rate(1), two = tcp_rate(2);
+      l->tcp = one > l->tcp ? one : l->tcp;
+      l->tcp2 = two > l->tcp2 ? two : l->tcp2;
+    }
   }
   b->barrier(b);
   l->copy_all = copy_rate(b, 1); /* the same on every rank */
   bench_allreduce_f64(b, &l->copy1, 0);
   bench_allreduce_f64(b, &l->tcp, 0);
+  bench_allreduce_f64(b, &l->tcp2, 0);
 }
 
 double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,
-                    const char **what) {
+                    int inplace, const char **what) {
   const char *tp = getenv("SHARC_TRANSPORT");
+  double n = nranks;
   *what = "";
   if (nranks < 2 || nhosts > 1)
     return 0;
@@ -142,10 +189,14 @@ double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,
     *what = "loopback TCP, one stream";
     return l->tcp;
   }
-  if (c == C_BC) {
+  if (c == C_AG && !inplace) {
+    *what = "copy rate of all ranks x (n-1) / n^2";
+    return l->copy_all * (n - 1) / (n * n);
+  }
+  if (c == C_BC && inplace) {
     *what = "copy rate of all ranks / (n-1)";
-    return l->copy_all / (nranks - 1);
+    return l->copy_all / (n - 1);
   }
   *what = "copy rate of all ranks / n";
-  return l->copy_all / nranks;
+  return l->copy_all / n;
 }

@@ -356,27 +356,46 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
          t->errors ? "FAILED" : "OK");
   printf("# Avg bus bandwidth    : %g \n", t->bw_n ? t->bw_sum / t->bw_n : 0.0);
   printf("#\n");
-  const char *what;
-  double cap =
-      lim ? limits_busbw(lim, c, t->b->nranks, t->b->nhosts, &what) : 0;
-  if (cap <= 0 || !t->n)
+  const char *what[2] = {"", ""};
+  double cap[2] = {0, 0};
+  for (int ip = 0; ip < 2 && lim; ip++)
+    cap[ip] = limits_busbw(lim, c, t->b->nranks, t->b->nhosts, ip, &what[ip]);
+  if (cap[0] <= 0 || cap[1] <= 0 || !t->n)
     return;
+  /* over TCP, also the rate of one of two simultaneous streams: a 2-rank
+   * exchange sends and receives at once on the same cores */
+  const char *tp = getenv("SHARC_TRANSPORT");
+  double two = tp && !strcmp(tp, "tcp") ? lim->tcp2 : 0;
   size_t big = 0;
   for (size_t i = 0; i < t->n; i++)
     if (t->rows[i].size > big)
       big = t->rows[i].size;
-  printf("# Limit (%s, %s): busbw <= %.2f GB/s%s\n", t->b->name, what, cap,
-         o->reg == 0 && !strcmp(t->b->name, "sharc")
-             ? "; -R 0 stages through FIFOs (2 copies): half of it"
-             : "");
+  const char *fifo = o->reg == 0 && !strcmp(t->b->name, "sharc") && !two
+                         ? "; -R 0 stages through FIFOs (2 copies): half of it"
+                         : "";
+  if (!strcmp(what[0], what[1]))
+    printf("# Limit (%s, %s): busbw <= %.2f GB/s%s\n", t->b->name, what[0],
+           cap[0], fifo);
+  else
+    printf("# Limit (%s, %s): busbw <= %.2f GB/s out-of-place; (%s): %.2f "
+           "GB/s in-place%s\n",
+           t->b->name, what[0], cap[0], what[1], cap[1], fifo);
+  if (two > 0)
+    printf("# Limit (%s, loopback TCP, one of two streams at once): busbw <= "
+           "%.2f GB/s\n",
+           t->b->name, two);
   for (size_t i = 0; i < t->n; i++) {
     const row_t *r = &t->rows[i];
     if (r->size < (16u << 20) && r->size != big)
       continue;
     printf("#   %12li  %8s  %6s  %6i  out-of-place %5.1f%%  in-place %5.1f%% "
-           "of limit\n",
+           "of limit",
            (long)r->size, data_type_name(r->dtype), data_op_name(r->op),
-           r->root, 100 * r->busbw[0] / cap, 100 * r->busbw[1] / cap);
+           r->root, 100 * r->busbw[0] / cap[0], 100 * r->busbw[1] / cap[1]);
+    if (two > 0)
+      printf("; %5.1f%% / %5.1f%% of the two-stream rate",
+             100 * r->busbw[0] / two, 100 * r->busbw[1] / two);
+    printf("\n");
   }
   printf("#\n");
 }
@@ -483,8 +502,9 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
       printf("# MPI library: %s\n", bench_mpi_library());
     if (lim)
       printf("# Limits: memcpy %.2f GB/s (one core), %.2f GB/s (%d ranks at "
-             "once, per host); loopback TCP %.2f GB/s (one stream)\n",
-             lim->copy1, lim->copy_all, b->nranks, lim->tcp);
+             "once, per host); loopback TCP %.2f GB/s (one stream), %.2f GB/s "
+             "(each of two streams at once)\n",
+             lim->copy1, lim->copy_all, b->nranks, lim->tcp, lim->tcp2);
     printf("#\n");
     fflush(stdout);
   }
@@ -576,8 +596,8 @@ int main(int argc, char **argv) {
     if (limp)
       fprintf(json,
               ", \"limits\": {\"memcpy_1core\": %.3f, \"memcpy_all\": %.3f, "
-              "\"tcp_loopback\": %.3f}",
-              lim.copy1, lim.copy_all, lim.tcp);
+              "\"tcp_loopback\": %.3f, \"tcp_loopback_2streams\": %.3f}",
+              lim.copy1, lim.copy_all, lim.tcp, lim.tcp2);
     fprintf(json, ", \"results\": [");
   }
 

@@ -165,6 +165,7 @@ launcher() {
 
 for n in "${rank_list[@]}"; do
   for lib in "${lib_list[@]}"; do
+    has_part small || has_part mid || has_part big || continue
     wait_idle "$lib n$n"
     if has_part small; then
       launcher "$lib" "$n" default

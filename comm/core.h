@@ -163,8 +163,8 @@ const char *err_last(void);
     "network interface whose address ranks register (default: the route to "   \
     "the rendezvous)")                                                         \
   X(PORT, "SHARC_PORT", "0",                                                   \
-    "rendezvous port for Slurm and Open MPI launches (0: 29500 + job id "      \
-    "mod 1000 under Slurm)")                                                   \
+    "rendezvous port for Slurm, Open MPI and Hydra launches (0: 29500 + job "  \
+    "id mod 1000 under Slurm; from hydra_pmi_proxy's pid under Hydra)")        \
   X(HOSTID, "SHARC_HOSTID", "",                                                \
     "override the host identity (ranks with equal ids use shared memory)")     \
   X(TOPO_FILE, "SHARC_TOPO_FILE", "",                                          \

@@ -47,14 +47,15 @@ fi
 if [ "$mode" = hydra ]; then
   command -v mpiexec.mpich >/dev/null || { echo "SKIP: mpiexec.mpich not found (apt-get install mpich)"; exit 77; }
   export SHARC_TIMEOUT=30
+  pids=()
   for job in 1 2; do # two jobs at once: each finds its own rendezvous port
     timeout 100 mpiexec.mpich -n 2 "$bench" all_reduce -b 8 -e 64K -f 8 -n 2 \
       -w 1 --limits 0 >"$tmp/h$job.out" 2>&1 &
+    pids+=($!)
   done
-  wait %1; rc1=$?
-  wait %2; rc2=$?
   for job in 1 2; do
-    [ "$job" = 1 ] && rc=$rc1 || rc=$rc2
+    wait "${pids[job - 1]}"
+    rc=$?
     [ "$rc" -eq 0 ] || { cat "$tmp/h$job.out"; fail "job $job under mpiexec.mpich exited $rc"; }
     grep -q '^# Out of bounds values : 0 OK$' "$tmp/h$job.out" || fail "job $job: no OK table"
     grep -q '2 ranks on 1 host' "$tmp/h$job.out" || fail "job $job: not 2 ranks on 1 host"

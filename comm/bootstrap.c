@@ -47,13 +47,6 @@ static void say(char *why, size_t n, const char *fmt, ...) {
   va_end(ap);
 }
 
-static int token_equal(const uint8_t *a, const uint8_t *b) {
-  uint8_t d = 0;
-  for (int i = 0; i < SHARC_TOKEN_BYTES; i++)
-    d |= (uint8_t)(a[i] ^ b[i]);
-  return d == 0;
-}
-
 /* An IPv4 or IPv6 socket address of exactly its size. */
 static int addr_ok(const net_addr_t *a) {
   return (a->sa.ss_family == AF_INET && a->len == sizeof(struct sockaddr_in)) ||
@@ -95,7 +88,7 @@ wire_verdict_t bootstrap_parse_hello(const uint8_t *buf, size_t len,
   }
   wire_hello_t hl;
   memcpy(&hl, buf + sizeof h, sizeof hl);
-  if (!token_equal(hl.token, token)) {
+  if (!net_secret_equal(hl.token, token, SHARC_TOKEN_BYTES)) {
     say(why, why_len, "wrong job token (another job, or a stray client)");
     return WIRE_DROP;
   }

@@ -124,6 +124,12 @@ sharc_status_t comm_error(struct sharc_comm *comm, sharc_status_t st,
                           const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A transport's connect arguments: SHARC_OK, or the error recorded on comm
+ * (setup not done: state NULL; peer or channel out of range). */
+sharc_status_t comm_check_connect(struct sharc_comm *comm, const char *tp,
+                                  const void *state, int peer, int chan,
+                                  int nchan);
+
 /* As comm_error, without logging (the error was reported where it began). */
 sharc_status_t comm_record(struct sharc_comm *comm, sharc_status_t st,
                            const char *fmt, ...)

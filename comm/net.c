@@ -275,6 +275,33 @@ void net_set_nonblocking(int fd) {
     fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+int net_secret_equal(const void *a, const void *b, size_t n) {
+  const uint8_t *x = a, *y = b;
+  volatile uint8_t d = 0;
+  for (size_t i = 0; i < n; i++)
+    d |= (uint8_t)(x[i] ^ y[i]);
+  return d == 0;
+}
+
+int net_accept_nb(int lfd, net_addr_t *from, const char *what,
+                  uint64_t *pause_until) {
+  for (;;) {
+    from->len = sizeof from->sa;
+    int fd = accept4(lfd, (struct sockaddr *)&from->sa, &from->len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0)
+      return fd;
+    if (errno == EINTR || errno == ECONNABORTED)
+      continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      WARN(SUB_NET, "%s: accept on the listener: %s; retrying in 1 s", what,
+           strerror(errno));
+      *pause_until = time_ns() + 1000000000ull;
+    }
+    return -1;
+  }
+}
+
 static void set_blocking(int fd) {
   int fl = fcntl(fd, F_GETFL);
   if (fl != -1)

@@ -81,5 +81,14 @@ sharc_status_t net_if_addr(const char *spec, net_addr_t *out);
  * spec NULL: the first interface that is up and not loopback. */
 int net_if_find(const char *spec, net_addr_t *out);
 void net_set_nonblocking(int fd);
+/* 1 when the n bytes at a and b are equal, in a time that does not depend
+ * on where they differ (job tokens). */
+int net_secret_equal(const void *a, const void *b, size_t n);
+/* One step of a non-blocking listener's accept loop: a new connection's fd
+ * (non-blocking, close-on-exec; *from its address), or -1 when none is
+ * waiting. Any error but "none waiting" is logged under what and sets
+ * *pause_until a second ahead (out of fds: leave the listener until then). */
+int net_accept_nb(int lfd, net_addr_t *from, const char *what,
+                  uint64_t *pause_until);
 
 #endif /* SHARC_NET_H */

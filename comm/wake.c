@@ -65,6 +65,21 @@ sharc_status_t comm_error(struct sharc_comm *comm, sharc_status_t st,
   return st;
 }
 
+sharc_status_t comm_check_connect(struct sharc_comm *comm, const char *tp,
+                                  const void *state, int peer, int chan,
+                                  int nchan) {
+  if (!state)
+    return comm_error(comm, SHARC_ERR_INTERNAL,
+                      "%s: connect to rank %d before setup", tp, peer);
+  if (peer < 0 || peer >= comm->nranks || peer == comm->rank || chan < 0 ||
+      chan >= nchan)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: connect to rank %d channel %d: out of range (%d "
+                      "ranks, %d channels, self %d)",
+                      tp, peer, chan, comm->nranks, nchan, comm->rank);
+  return SHARC_OK;
+}
+
 sharc_status_t comm_record(struct sharc_comm *comm, sharc_status_t st,
                            const char *fmt, ...) {
   va_list ap;

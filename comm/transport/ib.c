@@ -881,15 +881,7 @@ static sharc_status_t ib_connect(struct sharc_comm *comm, int peer, int chan,
                                  int is_send, uint64_t deadline_ns,
                                  transport_conn_t **conn) {
   struct ib_state *st = comm->ib;
-  if (!st)
-    return comm_error(comm, SHARC_ERR_INTERNAL,
-                      "ib: connect to rank %d before setup", peer);
-  if (peer < 0 || peer >= comm->nranks || peer == comm->rank || chan < 0 ||
-      chan >= st->nchan)
-    return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "ib: connect to rank %d channel %d: out of range (%d "
-                      "ranks, %d channels, self %d)",
-                      peer, chan, comm->nranks, st->nchan, comm->rank);
+  CHECK(comm_check_connect(comm, "ib", st, peer, chan, st ? st->nchan : 0));
   CHECK(ibc_connect(st->ctrl, peer, deadline_ns));
   sharc_status_t s;
   ib_pair_t *p = pair_get(st, peer, chan, 1, &s);

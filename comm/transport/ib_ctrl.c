@@ -303,30 +303,14 @@ sharc_status_t ibc_connect(ibc_t *c, int peer, uint64_t deadline_ns) {
 /* ---- progress thread: accepting -------------------------------------------
  */
 
-static int token_equal(const uint8_t *a, const uint8_t *b) {
-  volatile uint8_t d = 0;
-  for (size_t i = 0; i < SHARC_TOKEN_BYTES; i++)
-    d |= (uint8_t)(a[i] ^ b[i]);
-  return d == 0;
-}
-
 static void do_accept(ibc_t *c) {
   while (c->npend < IBC_MAX_PENDING) {
     pend_t *pe = &c->pend[c->npend];
     memset(pe, 0, sizeof *pe);
-    pe->from.len = sizeof pe->from.sa;
-    int fd = accept4(c->comm->listen_fd, (struct sockaddr *)&pe->from.sa,
-                     &pe->from.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED)
-        continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        WARN(SUB_NET, "ib: accept on the listener: %s; retrying in 1 s",
-             strerror(errno));
-        c->accept_pause = time_ns() + 1000000000ull;
-      }
+    int fd =
+        net_accept_nb(c->comm->listen_fd, &pe->from, "ib", &c->accept_pause);
+    if (fd < 0)
       return;
-    }
     pe->fd = fd;
     pe->deadline = time_ns() + IBC_HELLO_NS;
     c->npend++;
@@ -342,10 +326,11 @@ static int check_hello(ibc_t *c, const frame_t *f, const char **bad) {
          : f->type != T_HELLO || f->len != sizeof h ? "not a hello frame"
          : h.version != IBC_VERSION                 ? "protocol version differs"
          : h.uid != comm->uid                       ? "another communicator"
-         : !token_equal(h.token, comm->token)       ? "wrong job token"
-         : h.nranks != comm->nranks                 ? "another job size"
-         : h.rank < 0 || h.rank >= comm->rank       ? "rank out of range"
-                                                    : NULL;
+         : !net_secret_equal(h.token, comm->token, SHARC_TOKEN_BYTES)
+             ? "wrong job token"
+         : h.nranks != comm->nranks           ? "another job size"
+         : h.rank < 0 || h.rank >= comm->rank ? "rank out of range"
+                                              : NULL;
   return *bad ? -1 : h.rank;
 }
 

@@ -449,30 +449,14 @@ static short pair_events(tcp_pair_t *p) {
 /* ---- progress thread: accepting -------------------------------------------
  */
 
-static int token_equal(const uint8_t *a, const uint8_t *b) {
-  volatile uint8_t d = 0;
-  for (size_t i = 0; i < SHARC_TOKEN_BYTES; i++)
-    d |= (uint8_t)(a[i] ^ b[i]);
-  return d == 0;
-}
-
 static void do_accept(struct tcp_state *st) {
   while (st->npend < TCP_MAX_PENDING) {
     pending_t *pe = &st->pend[st->npend];
     memset(pe, 0, sizeof *pe);
-    pe->from.len = sizeof pe->from.sa;
-    int fd = accept4(st->comm->listen_fd, (struct sockaddr *)&pe->from.sa,
-                     &pe->from.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED)
-        continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        WARN(SUB_NET, "tcp: accept on the data listener: %s; retrying in 1 s",
-             strerror(errno));
-        st->accept_pause = time_ns() + 1000000000ull;
-      }
+    int fd =
+        net_accept_nb(st->comm->listen_fd, &pe->from, "tcp", &st->accept_pause);
+    if (fd < 0)
       return;
-    }
     pe->fd = fd;
     pe->deadline = time_ns() + TCP_HELLO_NS;
     st->npend++;
@@ -491,7 +475,7 @@ static int bind_hello(struct tcp_state *st, pending_t *pe) {
     bad = "protocol version differs";
   else if (h->uid != comm->uid)
     bad = "another communicator";
-  else if (!token_equal(h->token, comm->token))
+  else if (!net_secret_equal(h->token, comm->token, SHARC_TOKEN_BYTES))
     bad = "wrong job token";
   else if (h->rank < 0 || h->rank >= comm->rank)
     bad = "rank out of range";
@@ -778,15 +762,7 @@ static sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
                                   int is_send, uint64_t deadline_ns,
                                   transport_conn_t **conn) {
   struct tcp_state *st = comm->tcp;
-  if (!st)
-    return comm_error(comm, SHARC_ERR_INTERNAL,
-                      "tcp: connect to rank %d before setup", peer);
-  if (peer < 0 || peer >= comm->nranks || peer == comm->rank || chan < 0 ||
-      chan >= st->nchan)
-    return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "tcp: connect to rank %d channel %d: out of range "
-                      "(%d ranks, %d channels, self %d)",
-                      peer, chan, comm->nranks, st->nchan, comm->rank);
+  CHECK(comm_check_connect(comm, "tcp", st, peer, chan, st ? st->nchan : 0));
   tcp_peer_t *pp = &st->peers[peer];
   pthread_mutex_lock(&st->lock);
   tcp_pair_t *p = pair_get(st, peer, chan);

@@ -1,0 +1,97 @@
+# sharc_cuda.cmake - the CUDA toolchain for the GPU data path (issue 5),
+# included by the top-level CMakeLists.txt after the C options are set.
+#
+#   -DSHARC_WITH_CUDA=AUTO   (default) build the device kernels when CMake finds
+#                            a working nvcc (PATH, CUDACXX or
+#                            -DCMAKE_CUDA_COMPILER); sanitizer builds resolve
+#                            AUTO to OFF
+#   -DSHARC_WITH_CUDA=ON     the same, but a missing nvcc is an error
+#   -DSHARC_WITH_CUDA=OFF    CPU only, exactly as before issue 5
+#   -DCMAKE_CUDA_ARCHITECTURES=...   default "80;90" (SASS for sm_80 and sm_90
+#                            plus their PTX, which later GPUs JIT-compile)
+#
+# Sets SHARC_HAVE_CUDA (ON/OFF) and, when ON, appends kernels/*.cu to
+# SHARC_SOURCES. The caller adds SHARC_HAVE_CUDA=1 and CUDA::cudart to the
+# library targets.
+
+set(SHARC_WITH_CUDA AUTO CACHE STRING "Build the CUDA data path: AUTO, ON or OFF")
+set_property(CACHE SHARC_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(SHARC_HAVE_CUDA OFF)
+string(TOUPPER "${SHARC_WITH_CUDA}" SHARC_CUDA_MODE)
+
+if(SHARC_CUDA_MODE STREQUAL "AUTO" AND (SHARC_SANITIZE OR SHARC_TSAN))
+  # nvcc runs the host compiler on code it generated itself, and the CUDA
+  # runtime is not built with the sanitizers: false reports and link trouble.
+  message(STATUS "CUDA: off in this sanitizer build (SHARC_WITH_CUDA=AUTO "
+    "resolves to OFF with SHARC_SANITIZE or SHARC_TSAN; pass "
+    "-DSHARC_WITH_CUDA=ON to force it)")
+elseif(SHARC_CUDA_MODE STREQUAL "AUTO" OR SHARC_WITH_CUDA)
+  # The CUDA toolkit's default place, for shells whose PATH lacks it (CI).
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(sharc_nvcc nvcc PATHS /usr/local/cuda/bin)
+    if(sharc_nvcc)
+      set(ENV{CUDACXX} ${sharc_nvcc})
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+      set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING
+        "CUDA architectures for the device kernels")
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(SHARC_HAVE_CUDA ON)
+    message(STATUS "CUDA ${CMAKE_CUDA_COMPILER_VERSION}: device kernels for "
+      "CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES}")
+  elseif(SHARC_CUDA_MODE STREQUAL "AUTO")
+    message(STATUS "CUDA: no working nvcc found; the GPU data path is not "
+      "built (put nvcc on PATH or set CUDACXX to enable it)")
+  else()
+    message(FATAL_ERROR "SHARC_WITH_CUDA=${SHARC_WITH_CUDA} but CMake finds no "
+      "working CUDA compiler (check_language(CUDA)); put nvcc on PATH, set "
+      "CUDACXX=/usr/local/cuda/bin/nvcc, or pass -DSHARC_WITH_CUDA=OFF")
+  endif()
+endif()
+
+if(SHARC_HAVE_CUDA)
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_EXTENSIONS OFF)
+  set(CMAKE_CUDA_VISIBILITY_PRESET hidden)
+  # The library links CUDA::cudart (shared) itself; CMake's default would
+  # add libcudart_static to every link as well.
+  set(CMAKE_CUDA_RUNTIME_LIBRARY None)
+  # The directory-wide add_compile_options above are gcc flags (-Wall,
+  # -Werror, -fsanitize=...) that nvcc rejects: keep them off CUDA sources
+  # and give nvcc its own spelling. The host compiler still sees -Wall
+  # -Wextra (and -Werror) through -Xcompiler.
+  get_directory_property(sharc_opts COMPILE_OPTIONS)
+  set(sharc_c_opts "")
+  foreach(opt IN LISTS sharc_opts)
+    list(APPEND sharc_c_opts "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:${opt}>")
+  endforeach()
+  set_directory_properties(PROPERTIES COMPILE_OPTIONS "${sharc_c_opts}")
+  add_compile_options(
+    "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>")
+  # No C++ runtime in the objects (no exceptions, RTTI or guarded statics in
+  # nvcc's host code), so C programs link libsharc.a and libsharc.so without
+  # libstdc++.
+  add_compile_options(
+    "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fno-exceptions,-fno-rtti,-fno-threadsafe-statics>")
+  if(SHARC_WERROR)
+    add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>"
+                        "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Werror>")
+  endif()
+  file(GLOB SHARC_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.cu)
+  # Device results must match the host kernels (kernels/reduce.c) bit for
+  # bit: IEEE division and no flush-to-zero (nvcc's defaults, spelled out so
+  # that they stay) and no contraction of a * b + c into one FMA (on by
+  # default). SHARC_CUDA_ARCHS names the built architectures in messages.
+  string(REPLACE ";" "," sharc_archs "${CMAKE_CUDA_ARCHITECTURES}")
+  set_source_files_properties(${SHARC_CUDA_SOURCES} PROPERTIES
+    COMPILE_OPTIONS "--ftz=false;--prec-div=true;--fmad=false"
+    COMPILE_DEFINITIONS "SHARC_CUDA_ARCHS=\"${sharc_archs}\"")
+  list(APPEND SHARC_SOURCES ${SHARC_CUDA_SOURCES})
+endif()

@@ -1,0 +1,441 @@
+/*
+ * device.cu - CUDA kernels for the GPU data path: dst = a OP b and the AVG
+ * finish step buf /= divisor for every sharc dtype (see device.h), with the
+ * host kernels of reduce.c as the reference they must match bit for bit
+ * (tests/gpu/test_dev_kernels.c checks it).
+ *
+ * One kernel template, elementwise<dtype, op>, covers all 10 dtypes x 5
+ * operations (sum, prod, min, max, div; AVG reduces as sum): 50
+ * instantiations, and the dtype table below is the only per-type code.
+ * Each thread moves 16 bytes per step where dst, a and b share their
+ * offset modulo 16 (a scalar head brings them to a 16-byte boundary, a
+ * scalar tail finishes), one element per step otherwise. Grid-stride loops
+ * over size_t indices, so n is not limited to 2^31; the grid is sized from
+ * the device's multiprocessor count (cached per device) so that every block
+ * is resident at once.
+ *
+ * Built with --ftz=false --prec-div=true --fmad=false
+ * (cmake/sharc_cuda.cmake): IEEE rounding as on the host.
+ */
+#include "device.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#ifndef SHARC_CUDA_ARCHS
+#define SHARC_CUDA_ARCHS "?"
+#endif
+
+namespace {
+
+constexpr int kThreads = 256;
+/* 4 x 256 threads per SM fit on every sm_80+ part at <= 64 registers each
+ * (__launch_bounds__ enforces it), and keep 32 KiB of loads in flight per
+ * SM: enough to saturate HBM for a streaming kernel. */
+constexpr int kBlocksPerSm = 4;
+constexpr int kMaxDevices = 64;
+
+/* ---- f16 / bf16 <-> f32, the same results as reduce.c ----------------------
+ * reduce.c's versions are shaped for gcc's vectoriser; these are shaped for
+ * the GPU (branches are cheap, integer selects are free) but must give the
+ * same bits for every input. f32_to_f16 and the bf16 pair are the same
+ * integer recipe. f16_to_f32 differs in form: reduce.c decodes with one
+ * float subtraction, which on x86 quiets a signalling NaN and keeps its
+ * payload, whereas a GPU float operation may return its canonical NaN; so
+ * here NaNs are decoded in integer code (payload kept, quiet bit set), and
+ * only subnormals use the (exact) float multiply. */
+
+__device__ __forceinline__ uint32_t neg_mask(uint32_t v) {
+  return 0u - (v >> 31);
+}
+
+/* binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; exact. */
+__device__ __forceinline__ float f16_to_f32(uint16_t h) {
+  const uint32_t x = h;
+  const uint32_t em = x & 0x7fffu;
+  const uint32_t sign = (x & 0x8000u) << 16;
+  uint32_t r;
+  if (em < 0x0400u) /* zero or subnormal: em * 2^-24, exact in f32 */
+    r = __float_as_uint(__fmul_rn((float)em, 0x1p-24f));
+  else if (em < 0x7c00u) /* normal: rebias the exponent 15 -> 127 */
+    r = (em << 13) + ((127u - 15u) << 23);
+  else /* inf or NaN: exponent 255; a NaN is quieted */
+    r = ((em << 13) + ((255u - 31u) << 23)) | (em > 0x7c00u ? 0x00400000u : 0u);
+  return __uint_as_float(r | sign);
+}
+
+/* f32 -> binary16, round to nearest even: reduce.c's recipe (one float
+ * addition rounds |f| onto the f16 grid; see the comment there). Both
+ * addends are finite and non-negative, so the GPU's NaN rules never apply. */
+__device__ __forceinline__ uint16_t f32_to_f16(float f) {
+  const uint32_t x = __float_as_uint(f);
+  const int32_t ax = (int32_t)(x & 0x7fffffffu);
+  const uint32_t nan = neg_mask(0x7f800000u - (uint32_t)ax) &
+                       ((0x200u << 13) | ((uint32_t)ax & (0x1ffu << 13)));
+  const int32_t in = min(ax, 0x47800000);             /* <= 2^16 */
+  const int32_t e = max(in & 0x7f800000, 0x38800000); /* 2^E, E >= -14 */
+  const int32_t m = e + (13 << 23);                   /* M = 2^(E+13) */
+  const uint32_t ulps =
+      __float_as_uint(__fadd_rn(__uint_as_float((uint32_t)in),
+                                __uint_as_float((uint32_t)m))) -
+      (uint32_t)m;
+  uint32_t r = ((uint32_t)e - 0x38800000u) + (ulps << 13);
+  r |= ((x >> 3) & 0x10000000u) | nan;
+  return (uint16_t)(r >> 13);
+}
+
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) {
+  return __uint_as_float((uint32_t)h << 16);
+}
+
+__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
+  const uint32_t x = __float_as_uint(f);
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const uint32_t nan = (x >> 16) | 0x0040u;
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+/* ---- the dtype table: the same rows as reduce.c ----------------------------
+ *   T storage type, C compute type (min/max compare and div divide in it),
+ *   U type of sum and prod (unsigned for integers: wraps modulo 2^bits),
+ *   LD T -> C, ST C -> T. */
+#define DEV_DTYPES(X)                                                          \
+  X(F32, float, float, float, LD_CAST, ST_CAST)                                \
+  X(F64, double, double, double, LD_CAST, ST_CAST)                             \
+  X(F16, uint16_t, float, float, LD_F16, ST_F16)                               \
+  X(BF16, uint16_t, float, float, LD_BF16, ST_BF16)                            \
+  X(I8, int8_t, int32_t, uint32_t, LD_CAST, ST_CAST)                           \
+  X(U8, uint8_t, uint32_t, uint32_t, LD_CAST, ST_CAST)                         \
+  X(I32, int32_t, int32_t, uint32_t, LD_CAST, ST_CAST)                         \
+  X(U32, uint32_t, uint32_t, uint32_t, LD_CAST, ST_CAST)                       \
+  X(I64, int64_t, int64_t, uint64_t, LD_CAST, ST_CAST)                         \
+  X(U64, uint64_t, uint64_t, uint64_t, LD_CAST, ST_CAST)
+
+#define LD_CAST(C, v) ((C)(v))
+#define ST_CAST(T, v) ((T)(v))
+#define LD_F16(C, v) f16_to_f32(v)
+#define ST_F16(T, v) f32_to_f16(v)
+#define LD_BF16(C, v) bf16_to_f32(v)
+#define ST_BF16(T, v) f32_to_bf16(v)
+
+template <sharc_dtype_t DT> struct dtype_traits;
+
+#define DEV_TRAITS(DT, T_, C_, U_, LD, ST)                                     \
+  template <> struct dtype_traits<SHARC_##DT> {                                \
+    using T = T_;                                                              \
+    using C = C_;                                                              \
+    using U = U_;                                                              \
+    static __device__ __forceinline__ C ld(T v) { return LD(C, v); }           \
+    static __device__ __forceinline__ T st(C v) { return ST(T, v); }           \
+  };
+DEV_DTYPES(DEV_TRAITS)
+#undef DEV_TRAITS
+
+/* The five element operations; SHARC_AVG maps to OP_SUM. */
+enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_DIV, OP_COUNT };
+
+/* One element: a OP b, or a / d for OP_DIV (b unused). The expressions are
+ * reduce.c's OP_* and DIV_FN: min/max are plain comparisons (a NaN operand
+ * yields the second operand, and min(-0, +0) is +0), never fmin/fmax. */
+template <class D, int OP>
+__device__ __forceinline__ typename D::T apply(typename D::T a, typename D::T b,
+                                               typename D::C d) {
+  using C = typename D::C;
+  using U = typename D::U;
+  const C x = D::ld(a);
+  if constexpr (OP == OP_DIV) {
+    return D::st((C)(x / d));
+  } else {
+    const C y = D::ld(b);
+    if constexpr (OP == OP_SUM)
+      return D::st((C)((U)x + (U)y));
+    else if constexpr (OP == OP_PROD)
+      return D::st((C)((U)x * (U)y));
+    else if constexpr (OP == OP_MIN)
+      return D::st(x < y ? x : y);
+    else
+      return D::st(x > y ? x : y);
+  }
+}
+
+/* 16 bytes <-> a register array of elements. p is 16-byte aligned. */
+template <class T>
+__device__ __forceinline__ void load16(T (&v)[16 / sizeof(T)], const T *p) {
+  const uint4 u = *reinterpret_cast<const uint4 *>(p);
+  memcpy(v, &u, sizeof u);
+}
+
+template <class T>
+__device__ __forceinline__ void store16(T *p, const T (&v)[16 / sizeof(T)]) {
+  uint4 u;
+  memcpy(&u, v, sizeof u);
+  *reinterpret_cast<uint4 *>(p) = u;
+}
+
+/* dst = a OP b (or a / divisor) over n elements, laid out as
+ *   [0, head)                      scalar: up to the first 16-byte boundary
+ *   [head, head + nvec * V)        nvec 16-byte vectors of V elements
+ *   [head + nvec * V, n)           scalar tail, < V elements
+ * where the host chose head and nvec (head = n, nvec = 0: all scalar). The
+ * scalar elements (head + tail of them) form one grid-stride range. No
+ * __restrict__ and no read-only (ld.global.nc) loads: dst may be a or b.
+ * Each element is read and written by the same thread, so in place is
+ * safe. */
+template <sharc_dtype_t DT, int OP>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    elementwise(void *dst_, const void *a_, const void *b_, size_t n,
+                size_t head, size_t nvec, int divisor) {
+  using D = dtype_traits<DT>;
+  using T = typename D::T;
+  using C = typename D::C;
+  constexpr size_t V = 16 / sizeof(T);
+  T *dst = static_cast<T *>(dst_);
+  const T *a = static_cast<const T *>(a_);
+  const T *b = static_cast<const T *>(b_);
+  const C d = (C)divisor;
+  const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t nthreads = (size_t)gridDim.x * blockDim.x;
+
+  for (size_t i = tid; i < nvec; i += nthreads) {
+    const size_t e = head + i * V;
+    T x[V];
+    load16(x, a + e);
+    if constexpr (OP == OP_DIV) {
+#pragma unroll
+      for (size_t k = 0; k < V; k++)
+        x[k] = apply<D, OP>(x[k], x[k], d);
+    } else {
+      T y[V];
+      load16(y, b + e);
+#pragma unroll
+      for (size_t k = 0; k < V; k++)
+        x[k] = apply<D, OP>(x[k], y[k], d);
+    }
+    store16(dst + e, x);
+  }
+
+  const size_t body_end = head + nvec * V;
+  const size_t nscalar = n - nvec * V; /* head + tail */
+  for (size_t s = tid; s < nscalar; s += nthreads) {
+    const size_t e = s < head ? s : body_end + (s - head);
+    dst[e] = apply<D, OP>(a[e], OP == OP_DIV ? a[e] : b[e], d);
+  }
+}
+
+using kernel_fn = void (*)(void *, const void *, const void *, size_t, size_t,
+                           size_t, int);
+
+struct kernel_pick {
+  kernel_fn fn;
+  size_t esize; /* bytes per element */
+};
+
+template <sharc_dtype_t DT> kernel_pick pick_op(int op) {
+  const size_t es = sizeof(typename dtype_traits<DT>::T);
+  switch (op) {
+  case OP_SUM:
+    return {elementwise<DT, OP_SUM>, es};
+  case OP_PROD:
+    return {elementwise<DT, OP_PROD>, es};
+  case OP_MIN:
+    return {elementwise<DT, OP_MIN>, es};
+  case OP_MAX:
+    return {elementwise<DT, OP_MAX>, es};
+  default:
+    return {elementwise<DT, OP_DIV>, es};
+  }
+}
+
+/* dtype and op already validated. */
+kernel_pick pick(sharc_dtype_t dtype, int op) {
+  switch (dtype) {
+#define PICK_CASE(DT, ...)                                                     \
+  case SHARC_##DT:                                                             \
+    return pick_op<SHARC_##DT>(op);
+    DEV_DTYPES(PICK_CASE)
+#undef PICK_CASE
+  default:
+    return {nullptr, 0};
+  }
+}
+
+/* Multiprocessor count of the current device, queried once per device. */
+std::atomic<int> sm_cache[kMaxDevices];
+
+cudaError_t current_sm_count(int *out) {
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess)
+    return err;
+  const bool cached = dev >= 0 && dev < kMaxDevices;
+  int sms = cached ? sm_cache[dev].load(std::memory_order_relaxed) : 0;
+  if (sms <= 0) {
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess)
+      return err;
+    if (cached)
+      sm_cache[dev].store(sms, std::memory_order_relaxed);
+  }
+  *out = sms > 0 ? sms : 1;
+  return cudaSuccess;
+}
+
+/* Splits [0, n) into head / vectors / tail (see elementwise) and launches.
+ * Pointers were checked non-NULL; for OP_DIV, b == a. */
+int launch(sharc_dtype_t dtype, int op, void *dst, const void *a, const void *b,
+           size_t n, int divisor, void *stream) {
+  const kernel_pick k = pick(dtype, op);
+  const uintptr_t pd = (uintptr_t)dst, pa = (uintptr_t)a, pb = (uintptr_t)b;
+  if (k.fn == nullptr || (pd | pa | pb) % k.esize != 0)
+    return (int)cudaErrorInvalidValue; /* misaligned elements would fault */
+  const size_t per_vec = 16 / k.esize;
+  size_t head = n, nvec = 0;
+  const uintptr_t mis = pa & 15u;
+  if ((pd & 15u) == mis && (pb & 15u) == mis) {
+    head = ((16u - mis) & 15u) / k.esize;
+    if (head > n)
+      head = n;
+    nvec = (n - head) / per_vec;
+  }
+  const size_t nscalar = n - nvec * per_vec;
+  const size_t work = nvec > nscalar ? nvec : nscalar; /* steps, > 0 */
+
+  int sms = 1;
+  cudaError_t err = current_sm_count(&sms);
+  if (err != cudaSuccess)
+    return (int)err;
+  size_t blocks = (work + kThreads - 1) / kThreads;
+  const size_t max_blocks = (size_t)sms * kBlocksPerSm;
+  if (blocks > max_blocks)
+    blocks = max_blocks;
+
+  void *args[] = {&dst, &a, &b, &n, &head, &nvec, &divisor};
+  err = cudaLaunchKernel(reinterpret_cast<const void *>(k.fn),
+                         dim3((unsigned)blocks), dim3(kThreads), args, 0,
+                         static_cast<cudaStream_t>(stream));
+  return (int)err;
+}
+
+void say(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+void say(char *why, size_t whylen, const char *fmt, ...) {
+  if (why == nullptr || whylen == 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+}
+
+} /* namespace */
+
+extern "C" {
+
+int kernel_dev_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst,
+                      const void *a, const void *b, size_t n,
+                      void *cuda_stream) {
+  if ((unsigned)dtype >= SHARC_DTYPE_COUNT || (unsigned)op >= SHARC_OP_COUNT)
+    return (int)cudaErrorInvalidValue;
+  if (n == 0)
+    return 0;
+  if (dst == nullptr || a == nullptr || b == nullptr)
+    return (int)cudaErrorInvalidValue;
+  int kop = OP_SUM; /* SHARC_SUM and SHARC_AVG */
+  if (op == SHARC_PROD)
+    kop = OP_PROD;
+  else if (op == SHARC_MIN)
+    kop = OP_MIN;
+  else if (op == SHARC_MAX)
+    kop = OP_MAX;
+  return launch(dtype, kop, dst, a, b, n, 1, cuda_stream);
+}
+
+int kernel_dev_div(sharc_dtype_t dtype, void *buf, size_t n, int divisor,
+                   void *cuda_stream) {
+  if ((unsigned)dtype >= SHARC_DTYPE_COUNT || divisor <= 0)
+    return (int)cudaErrorInvalidValue;
+  if (n == 0 || divisor == 1)
+    return 0; /* x / 1 == x in every type */
+  if (buf == nullptr)
+    return (int)cudaErrorInvalidValue;
+  return launch(dtype, OP_DIV, buf, buf, buf, n, divisor, cuda_stream);
+}
+
+int kernel_dev_copy(void *dst, const void *src, size_t bytes,
+                    void *cuda_stream) {
+  if (bytes == 0 || dst == src)
+    return 0;
+  if (dst == nullptr || src == nullptr)
+    return (int)cudaErrorInvalidValue;
+  return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                              static_cast<cudaStream_t>(cuda_stream));
+}
+
+int kernel_dev_available(int *ndev, char *why, size_t whylen) {
+  int count = 0;
+  if (ndev != nullptr)
+    *ndev = 0;
+  say(why, whylen, "%s", "");
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    /* Without any NVIDIA driver the runtime says "insufficient driver";
+     * name the versions so that the two cases read differently. */
+    int drv = 0, rt = 0;
+    (void)cudaDriverGetVersion(&drv);
+    (void)cudaRuntimeGetVersion(&rt);
+    char ver[96];
+    if (drv == 0)
+      snprintf(ver, sizeof ver, "no NVIDIA driver (libcuda.so) found");
+    else
+      snprintf(ver, sizeof ver, "driver supports CUDA %d.%d, runtime is %d.%d",
+               drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    say(why, whylen, "cudaGetDeviceCount: %s: %s; %s", cudaGetErrorName(err),
+        cudaGetErrorString(err), ver);
+    (void)cudaGetLastError(); /* the probe's error is not the caller's */
+    return 0;
+  }
+  if (count <= 0) {
+    say(why, whylen, "cudaGetDeviceCount: %d devices", count);
+    return 0;
+  }
+  if (ndev != nullptr)
+    *ndev = count;
+  /* Loading one kernel proves the fat binary has code this device runs
+   * (SASS for its architecture or PTX it can JIT). */
+  int dev = 0, major = 0, minor = 0;
+  cudaFuncAttributes attr;
+  err = cudaGetDevice(&dev);
+  if (err == cudaSuccess)
+    err = cudaFuncGetAttributes(
+        &attr, reinterpret_cast<const void *>(elementwise<SHARC_F32, OP_SUM>));
+  if (err != cudaSuccess) {
+    (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                 dev);
+    (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor,
+                                 dev);
+    say(why, whylen,
+        "device %d (sm_%d%d) cannot run sharc's kernels: %s: %s; rebuild "
+        "with -DCMAKE_CUDA_ARCHITECTURES=%d%d (this build: %s)",
+        dev, major, minor, cudaGetErrorName(err), cudaGetErrorString(err),
+        major, minor, SHARC_CUDA_ARCHS);
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return 1;
+}
+
+const char *kernel_dev_error_string(int err) {
+  static thread_local char buf[192];
+  const cudaError_t e = static_cast<cudaError_t>(err);
+  snprintf(buf, sizeof buf, "%s: %s", cudaGetErrorName(e),
+           cudaGetErrorString(e));
+  return buf;
+}
+
+} /* extern "C" */

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# device_run.sh - the GPU checks of issue 5, for a machine with an NVIDIA
+# GPU: nvidia-smi, a fresh build with SHARC_WITH_CUDA=ON, the gpu-labelled
+# CTest tests (which must run there, not skip), compute-sanitizer memcheck
+# on test_dev_kernels, and test_dev_kernels --big (indices past 2^31).
+# Every step's output goes to $OUT/<step>.log, the status of each to
+# $OUT/summary.txt; the exit status is 0 only if every step passed.
+#
+#   bash tests/gpu/device_run.sh               (any directory)
+#   OUT=gpu-out BUILD=build-gpu JOBS=16 CUDA_ARCHS=90 SHARC_GPU_BIG=0 \
+#     bash tests/gpu/device_run.sh
+#
+# OUT defaults to ./gpu-out (relative to where it is started), BUILD to
+# build-gpu in the repository (deleted and re-created), CUDA_ARCHS to the
+# project default (80;90), SHARC_GPU_BIG=0 skips the --big run (it needs
+# about 6.5 GB of GPU and 9 GB of host memory).
+set -u
+out=${OUT:-gpu-out}
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
+cd "$(dirname "$0")/../.." || exit 1
+build=${BUILD:-build-gpu}
+jobs=${JOBS:-$(nproc)}
+summary=$out/summary.txt
+: >"$summary"
+failed=0
+
+# step NAME CMD...: runs CMD, output to the terminal and $out/NAME.log, and
+# records NAME's exit status.
+step() {
+  local name=$1 start=$SECONDS rc
+  shift
+  echo "=== $name: $*" | tee "$out/$name.log"
+  "$@" 2>&1 | tee -a "$out/$name.log"
+  rc=${PIPESTATUS[0]}
+  printf '%-10s rc=%-3s %4ss  %s\n' "$name" "$rc" $((SECONDS - start)) "$*" |
+    tee -a "$summary"
+  [ "$rc" -eq 0 ] || failed=1
+  return "$rc"
+}
+note() { echo "$*" | tee -a "$summary"; }
+
+note "device_run: $(date -u +%FT%TZ) on $(hostname), source $(git describe --always --dirty 2>/dev/null || echo '(no git)')"
+if command -v nvidia-smi >/dev/null; then
+  step smi nvidia-smi
+  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total \
+    --format=csv >>"$out/smi.log" 2>&1
+else
+  note "smi        missing: nvidia-smi is not on PATH"
+  failed=1
+fi
+step versions bash -c 'cmake --version | head -1; nvcc --version | tail -2; gcc --version | head -1'
+
+arch_flag=()
+[ -n "${CUDA_ARCHS:-}" ] && arch_flag=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
+rm -rf "$build"
+if step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSHARC_WERROR=ON -DSHARC_WITH_CUDA=ON ${arch_flag[@]+"${arch_flag[@]}"} &&
+  step build cmake --build "$build" -j"$jobs"; then
+  test_bin=$build/tests/gpu/test_dev_kernels
+  step ctest bash -c "cd '$build' && ctest -L gpu --output-on-failure -V"
+  # A skip on this machine means the device is not usable (driver too old,
+  # no kernel image for its architecture): a failure here.
+  if grep -q -- '\*\*\*Skipped' "$out/ctest.log"; then
+    note "ctest      FAILED: a gpu test skipped on a GPU machine (see ctest.log)"
+    failed=1
+  fi
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  if [ -n "$cs" ]; then
+    step memcheck "$cs" --tool memcheck --leak-check full --error-exitcode 1 \
+      "$test_bin"
+  else
+    note "memcheck   not run: no compute-sanitizer on PATH or in /usr/local/cuda/bin"
+  fi
+  if [ "${SHARC_GPU_BIG:-1}" != 0 ]; then
+    step big "$test_bin" --big
+  else
+    note "big        not run (SHARC_GPU_BIG=0)"
+  fi
+else
+  note "configure or build failed: tests not run"
+fi
+
+echo "=== summary ($summary)"
+cat "$summary"
+[ "$failed" -eq 0 ] && echo "device_run: all steps passed" ||
+  echo "device_run: FAILED (logs in $out)"
+exit "$failed"

@@ -6,7 +6,8 @@
  *
  * One kernel template, elementwise<dtype, op>, covers all 10 dtypes x 5
  * operations (sum, prod, min, max, div; AVG reduces as sum): 50
- * instantiations, and the dtype table below is the only per-type code.
+ * instantiations; the dtype table (dtypes.h, shared with reduce.c) is the
+ * only per-type code.
  * Each thread moves 16 bytes per step where dst, a and b share their
  * offset modulo 16 (a scalar head brings them to a 16-byte boundary, a
  * scalar tail finishes), one element per step otherwise. Grid-stride loops
@@ -18,6 +19,7 @@
  * (cmake/sharc_cuda.cmake): IEEE rounding as on the host.
  */
 #include "device.h"
+#include "dtypes.h"
 
 #include <cuda_runtime.h>
 
@@ -100,28 +102,8 @@ __device__ __forceinline__ uint16_t f32_to_bf16(float f) {
   return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
-/* ---- the dtype table: the same rows as reduce.c ----------------------------
- *   T storage type, C compute type (min/max compare and div divide in it),
- *   U type of sum and prod (unsigned for integers: wraps modulo 2^bits),
- *   LD T -> C, ST C -> T. */
-#define DEV_DTYPES(X)                                                          \
-  X(F32, float, float, float, LD_CAST, ST_CAST)                                \
-  X(F64, double, double, double, LD_CAST, ST_CAST)                             \
-  X(F16, uint16_t, float, float, LD_F16, ST_F16)                               \
-  X(BF16, uint16_t, float, float, LD_BF16, ST_BF16)                            \
-  X(I8, int8_t, int32_t, uint32_t, LD_CAST, ST_CAST)                           \
-  X(U8, uint8_t, uint32_t, uint32_t, LD_CAST, ST_CAST)                         \
-  X(I32, int32_t, int32_t, uint32_t, LD_CAST, ST_CAST)                         \
-  X(U32, uint32_t, uint32_t, uint32_t, LD_CAST, ST_CAST)                       \
-  X(I64, int64_t, int64_t, uint64_t, LD_CAST, ST_CAST)                         \
-  X(U64, uint64_t, uint64_t, uint64_t, LD_CAST, ST_CAST)
-
-#define LD_CAST(C, v) ((C)(v))
-#define ST_CAST(T, v) ((T)(v))
-#define LD_F16(C, v) f16_to_f32(v)
-#define ST_F16(T, v) f32_to_f16(v)
-#define LD_BF16(C, v) bf16_to_f32(v)
-#define ST_BF16(T, v) f32_to_bf16(v)
+/* The dtype table, SHARC_KERNEL_DTYPES, is in dtypes.h (shared with
+ * reduce.c). */
 
 template <sharc_dtype_t DT> struct dtype_traits;
 
@@ -133,7 +115,7 @@ template <sharc_dtype_t DT> struct dtype_traits;
     static __device__ __forceinline__ C ld(T v) { return LD(C, v); }           \
     static __device__ __forceinline__ T st(C v) { return ST(T, v); }           \
   };
-DEV_DTYPES(DEV_TRAITS)
+SHARC_KERNEL_DTYPES(DEV_TRAITS)
 #undef DEV_TRAITS
 
 /* The five element operations; SHARC_AVG maps to OP_SUM. */
@@ -257,7 +239,7 @@ kernel_pick pick(sharc_dtype_t dtype, int op) {
 #define PICK_CASE(DT, ...)                                                     \
   case SHARC_##DT:                                                             \
     return pick_op<SHARC_##DT>(op);
-    DEV_DTYPES(PICK_CASE)
+    SHARC_KERNEL_DTYPES(PICK_CASE)
 #undef PICK_CASE
   default:
     return {nullptr, 0};

@@ -7,6 +7,13 @@
  * count reaches it. The stream's first error is sticky: later work on it is
  * skipped (its tickets still passed, so other streams are not blocked) and
  * synchronize returns that error.
+ *
+ * A stream made by sharc_stream_create_cuda is bound to a cudaStream_t: its
+ * collectives go through device.c, which queues their copies on the CUDA
+ * stream and hands the worker a call on pinned staging buffers plus the
+ * release the CUDA stream waits for. The worker releases every such call,
+ * also one it skipped or that failed, so the CUDA stream never waits
+ * forever.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -14,12 +21,14 @@
 #include <string.h>
 
 #include "coll.h"
+#include "device.h"
 
 typedef struct work {
   struct work *next;
   coll_call_t call;
   void (*host_fn)(void *); /* non-NULL: a host function, not a collective */
   void *host_arg;
+  dev_work_t dev; /* dev.ds non-NULL: a call staged for a CUDA stream */
 } work_t;
 
 struct sharc_stream {
@@ -36,6 +45,8 @@ struct sharc_stream {
   int worker_idle;          /* the stream thread sleeps on cond for work */
   _Atomic int waiters;      /* threads sleeping on cond for completions */
   _Atomic uint64_t wake_at; /* smallest count a waiter needs (UINT64_MAX) */
+  dev_stream_t *dev;        /* CUDA-bound stream, else NULL */
+  pthread_mutex_t enq_lock; /* CUDA-bound: staging and queueing in one order */
 };
 
 struct sharc_event {
@@ -80,20 +91,25 @@ static void *stream_main(void *arg) {
       work_t *w = batch;
       batch = w->next;
       sharc_status_t st = SHARC_OK;
-      if (w->host_fn) /* runs even after an error: it may free resources */
-        w->host_fn(w->host_arg);
-      else if (s->err != SHARC_OK) /* sticky: skip, keep the comm's order */
+      const char *msg = NULL;
+      if (w->dev.ds && (st = dev_ready(&w->dev)) != SHARC_OK) {
+        msg = err_last(); /* the send data never reached staging */
         coll_skip(&w->call);
-      else
-        st = coll_execute(&w->call);
-      if (st != SHARC_OK) {
+      } else if (w->host_fn) { /* runs even after an error: it may free */
+        w->host_fn(w->host_arg);
+      } else if (s->err != SHARC_OK) { /* sticky: skip, keep the order */
+        coll_skip(&w->call);
+      } else if ((st = coll_execute(&w->call)) != SHARC_OK) {
+        msg = sharc_comm_last_error(w->call.comm);
+      }
+      if (st != SHARC_OK && s->err == SHARC_OK) { /* the first error sticks */
         pthread_mutex_lock(&s->lock);
         s->err = st;
         s->err_at = atomic_load(&s->completed) + 1;
-        snprintf(s->err_msg, sizeof s->err_msg, "%s",
-                 sharc_comm_last_error(w->call.comm));
+        snprintf(s->err_msg, sizeof s->err_msg, "%s", msg);
         pthread_mutex_unlock(&s->lock);
       }
+      dev_release(&w->dev); /* always: the CUDA stream waits for it */
       free(w);
       complete_one(s);
     }
@@ -101,29 +117,53 @@ static void *stream_main(void *arg) {
   return NULL;
 }
 
-sharc_status_t sharc_stream_create(sharc_stream_t *stream) {
-  if (!stream)
-    return err_set(SHARC_ERR_INVALID_ARG,
-                   "sharc_stream_create: stream is NULL");
+/* A stream and its worker; dev: the CUDA side (owned from here on). */
+static sharc_status_t stream_new(sharc_stream_t *stream, dev_stream_t *dev,
+                                 const char *fn) {
   struct sharc_stream *s = calloc(1, sizeof *s);
-  if (!s)
-    return err_set(SHARC_ERR_NO_MEM, "sharc_stream_create: out of memory");
+  if (!s) {
+    dev_stream_close(dev);
+    return err_set(SHARC_ERR_NO_MEM, "%s: out of memory", fn);
+  }
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
+  pthread_mutex_init(&s->enq_lock, NULL);
   atomic_store(&s->wake_at, UINT64_MAX);
+  s->dev = dev;
   int rc = pthread_create(&s->thread, NULL, stream_main, s);
   if (rc != 0) {
+    pthread_mutex_destroy(&s->enq_lock);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     free(s);
-    return err_set(SHARC_ERR_SYSTEM, "sharc_stream_create: pthread_create: %s",
+    dev_stream_close(dev);
+    return err_set(SHARC_ERR_SYSTEM, "%s: pthread_create: %s", fn,
                    strerror(rc));
   }
   *stream = s;
   return SHARC_OK;
 }
 
+sharc_status_t sharc_stream_create(sharc_stream_t *stream) {
+  if (!stream)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_stream_create: stream is NULL");
+  return stream_new(stream, NULL, "sharc_stream_create");
+}
+
+sharc_status_t sharc_stream_create_cuda(sharc_stream_t *stream,
+                                        void *cuda_stream) {
+  if (!stream)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_stream_create_cuda: stream is NULL");
+  dev_stream_t *dev = NULL;
+  CHECK(dev_stream_open(&dev, cuda_stream));
+  return stream_new(stream, dev, "sharc_stream_create_cuda");
+}
+
 static sharc_status_t push(struct sharc_stream *s, work_t *w);
+
+int stream_is_cuda(sharc_stream_t s) { return s && s->dev; }
 
 sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
   work_t *w = malloc(sizeof *w);
@@ -136,7 +176,22 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
   w->call = *call;
   w->host_fn = NULL;
   w->host_arg = NULL;
-  return push(s, w);
+  w->dev.ds = NULL;
+  if (!s->dev)
+    return push(s, w);
+  /* CUDA-bound: the worker must see the calls in the order their releases
+   * were queued on the CUDA stream, whichever thread enqueues. */
+  pthread_mutex_lock(&s->enq_lock);
+  sharc_status_t st = dev_stage(s->dev, &w->call, &w->dev);
+  int queued = st == SHARC_OK || w->dev.ds; /* the CUDA stream waits for it */
+  if (queued)
+    push(s, w); /* w belongs to the worker now */
+  pthread_mutex_unlock(&s->enq_lock);
+  if (!queued) {
+    coll_skip(&w->call); /* keep the comm's order moving */
+    free(w);
+  }
+  return st;
 }
 
 sharc_status_t sharc_stream_launch_host_func(sharc_stream_t s,
@@ -196,7 +251,13 @@ sharc_status_t sharc_stream_synchronize(sharc_stream_t s) {
   pthread_mutex_lock(&s->lock);
   uint64_t target = s->enqueued;
   pthread_mutex_unlock(&s->lock);
-  return wait_for(s, target);
+  sharc_status_t st = wait_for(s, target);
+  if (s->dev) { /* then the copies out of staging */
+    sharc_status_t dst = dev_stream_sync(s->dev);
+    if (st == SHARC_OK)
+      st = dst;
+  }
+  return st;
 }
 
 sharc_status_t sharc_stream_destroy(sharc_stream_t s) {
@@ -208,6 +269,8 @@ sharc_status_t sharc_stream_destroy(sharc_stream_t s) {
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->thread, NULL);
+  dev_stream_close(s->dev);
+  pthread_mutex_destroy(&s->enq_lock);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
   free(s);

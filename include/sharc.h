@@ -190,6 +190,30 @@ SHARC_API sharc_status_t sharc_stream_destroy(sharc_stream_t stream);
  * error of that work (sticky: later calls return it too). */
 SHARC_API sharc_status_t sharc_stream_synchronize(sharc_stream_t stream);
 
+/* A stream whose collectives are ordered on a CUDA stream (NCCL semantics):
+ * cuda_stream is a cudaStream_t passed as void * (NULL: the legacy default
+ * stream) on the device it belongs to. A collective enqueued on it returns
+ * at once; it starts after the work queued on cuda_stream before it, and
+ * work queued on cuda_stream after it sees its results. Buffers may be
+ * device memory (cudaMalloc, managed) or host memory, each on its own; the
+ * in-place layouts are those of host memory. Device data moves through
+ * pinned host staging owned by the stream (grown to the largest call,
+ * freed by synchronize and destroy) and is reduced on the host; buffers
+ * must stay valid and unmodified until cuda_stream passed the collective.
+ * Blocking: none (the host work runs on the stream's thread, which sleeps
+ * while it waits for the device). sharc_stream_synchronize waits for the
+ * host-side work, then for cuda_stream, and returns the first error (a
+ * failed collective is still completed on cuda_stream, with undefined
+ * results, so nothing there waits forever); sharc_stream_destroy waits
+ * likewise, then frees. Events record host-side completion. cuda_stream
+ * stays the caller's; destroy the sharc stream first. Thread safe.
+ * Errors: SHARC_ERR_CUDA when no usable device or driver exists (the
+ * message says why), SHARC_ERR_UNSUPPORTED when sharc was built without
+ * CUDA. A collective enqueued while cuda_stream is being captured into a
+ * CUDA graph fails with SHARC_ERR_UNSUPPORTED. */
+SHARC_API sharc_status_t sharc_stream_create_cuda(sharc_stream_t *stream,
+                                                  void *cuda_stream);
+
 /* Enqueues fn(arg) on stream: it runs on the stream's thread after the
  * work enqueued before it and before the work enqueued after it (as
  * cudaLaunchHostFunc), also after an earlier error. fn must not call sharc

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # device_run.sh - the GPU checks of issue 5, for a machine with an NVIDIA
 # GPU: nvidia-smi, a fresh build with SHARC_WITH_CUDA=ON, the gpu-labelled
-# CTest tests (which must run there, not skip), compute-sanitizer memcheck
-# on test_dev_kernels, and test_dev_kernels --big (indices past 2^31).
+# CTest tests (which must run there, not skip: test_dev_kernels and the
+# staged device-memory collectives gpu.coll.n2/n3/n4, gpu.coll.tcp.n2,
+# gpu.coll.hostfn.n3 from tests/mp), unit.test_stream_cuda (must take its
+# with-a-device branch), compute-sanitizer memcheck on test_dev_kernels, and
+# test_dev_kernels --big (indices past 2^31).
 # Every step's output goes to $OUT/<step>.log, the status of each to
 # $OUT/summary.txt; the exit status is 0 only if every step passed.
 #
@@ -62,6 +65,11 @@ if step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   # no kernel image for its architecture): a failure here.
   if grep -q -- '\*\*\*Skipped' "$out/ctest.log"; then
     note "ctest      FAILED: a gpu test skipped on a GPU machine (see ctest.log)"
+    failed=1
+  fi
+  step stream_unit "$build/tests/test_stream_cuda"
+  if ! grep -q 'with a device' "$out/stream_unit.log"; then
+    note "stream_unit FAILED: sharc_stream_create_cuda found no device here"
     failed=1
   fi
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)

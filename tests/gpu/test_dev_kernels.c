@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
+#include "kernels/device.h" /* not comm/device.h (staging) */
 #include "reduce.h"
 #include "sharc.h"
 

@@ -2,7 +2,8 @@
  * coll_check.c - multi-process correctness sweep of every sharc collective.
  *
  *   sharcrun -n N coll_check [--quick|--full|--small] [--types f32,bf16,...]
- *       [--colls ag,rs,ar,bc,barrier,stream,mem,split] [--iters K] [--seed S]
+ *       [--colls ag,rs,ar,bc,barrier,stream,mem,split,cudaq] [--iters K]
+ *       [--seed S] [--mem host|cuda]
  *
  * Sweeps collective x dtype x op (or broadcast root) x in-place/out-of-place
  * x count {0, 1, 7, 1000, 1048579}; the large count runs for a
@@ -16,6 +17,18 @@
  * buffers unmodified. Also checks the stream/event API, sharc_mem_alloc buffers
  * and sharc_comm_split. Exit 0 when everything passed, 1 otherwise, 2 when the
  * communicator could not be created.
+ *
+ * --mem cuda (issue 5, the staged GPU path): the sweep's buffers live in
+ * device memory (cudaMalloc, guards included, filled and read back with
+ * cudaMemcpyAsync on the rank's cudaStream_t) and every collective runs on a
+ * sharc_stream_create_cuda stream over that cudaStream_t; the checks are the
+ * host ones, on the copy read back. Ranks share the GPUs round-robin by
+ * local rank (several per GPU on a one-GPU machine). "cudaq" then queues
+ * many calls at once: device and host memory on the CUDA stream, a
+ * blocking host call, the legacy default stream; "stream", "mem" and
+ * "split" run on host memory as usual, so one job mixes both paths. Without
+ * a usable CUDA device every rank exits 77 (rank 0 prints one "SKIP: no
+ * CUDA device (why)" line), before creating the communicator.
  */
 #include <math.h>
 #include <stdint.h>
@@ -27,12 +40,17 @@
 #include "coll_data.h"
 #include "sharc.h"
 
-enum { C_AG, C_RS, C_AR, C_BC, C_BAR, C_STREAM, C_MEM, C_SPLIT, C_N };
+#ifdef SHARC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+enum { C_AG, C_RS, C_AR, C_BC, C_BAR, C_STREAM, C_MEM, C_SPLIT, C_CUDAQ, C_N };
 static const char *coll_name[C_N] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast",
-    "barrier",    "stream",         "mem",        "split"};
-static const char *coll_short[C_N] = {"ag",      "rs",     "ar",  "bc",
-                                      "barrier", "stream", "mem", "split"};
+    "all_gather", "reduce_scatter", "all_reduce",
+    "broadcast",  "barrier",        "stream",
+    "mem",        "split",          "cuda_queue"};
+static const char *coll_short[C_N] = {
+    "ag", "rs", "ar", "bc", "barrier", "stream", "mem", "split", "cudaq"};
 
 #define LARGE                                                                  \
   ((size_t)1048579)  /* elements (per rank for AG/RS), odd on purpose */
@@ -73,17 +91,22 @@ static struct {
   uint64_t seed, jobno;
   unsigned types, colls; /* bit masks */
   long pass, fail;
-  int printed, dead; /* dead: a collective failed, the comm is unusable */
+  int printed, dead;      /* dead: a collective failed, the comm is unusable */
+  int cuda;               /* --mem cuda */
+  void *cuda_stream;      /* cudaStream_t of this rank (--mem cuda) */
+  sharc_stream_t dstream; /* sharc stream bound to it */
 } X;
 
 typedef struct {
   int coll, dt, op, root, inplace, mem;
-  size_t count;           /* elements, NCCL meaning (per rank for AG/RS) */
-  data_spec_t d;          /* dt, op, nranks and a fresh seed (job_prepare) */
+  int dev;       /* --mem cuda: 1 device mirrors of rb and sb (drb, dsb) */
+  size_t count;  /* elements, NCCL meaning (per rank for AG/RS) */
+  data_spec_t d; /* dt, op, nranks and a fresh seed (job_prepare) */
   unsigned char *rb, *sb; /* payloads (guards around), sb NULL if in place */
   size_t rbytes, sbytes;
   void *send, *recv;
   int ok;
+  unsigned char *drb, *dsb; /* device copies of rb/sb, guards included */
 } job_t;
 
 /* ---- jobs ------------------------------------------------------------------
@@ -107,6 +130,8 @@ static void fail_job(job_t *j, const char *what, size_t idx, const char *es,
          j->inplace, j->count,
          j->mem == 1   ? " mem=alloc"
          : j->mem == 2 ? " mem=registered"
+         : j->dev      ? " mem=cuda"
+         : X.cuda      ? " mem=host-on-cuda-stream"
                        : "",
          what, idx, es, gs);
 }
@@ -282,7 +307,13 @@ static void job_status_fail(job_t *j, sharc_status_t st) {
   X.dead = 1;
 }
 
+static void run_cuda(job_t *j);
+
 static void run_blocking(job_t *j) {
+  if (X.cuda && j->dev) {
+    run_cuda(j);
+    return;
+  }
   if (job_prepare(j)) {
     sharc_status_t st = job_launch(j, NULL);
     if (st != SHARC_OK)
@@ -310,7 +341,7 @@ static void sweep(void) {
     if (!(X.colls & (1u << coll)))
       continue;
     if (coll == C_BAR) {
-      job_t j = {.coll = C_BAR};
+      job_t j = {.coll = C_BAR, .dev = X.cuda};
       run_blocking(&j);
       continue;
     }
@@ -328,8 +359,11 @@ static void sweep(void) {
             int opsel = coll == C_AG ? DATA_OP_COPY : sel;
             if (counts[ci] == LARGE && !large_ok(coll, dt, opsel, ip))
               continue;
-            job_t j = {
-                .coll = coll, .dt = dt, .inplace = ip, .count = counts[ci]};
+            job_t j = {.coll = coll,
+                       .dt = dt,
+                       .inplace = ip,
+                       .count = counts[ci],
+                       .dev = X.cuda};
             j.op = coll == C_AG || coll == C_BC ? DATA_OP_COPY : sel;
             j.root = coll == C_BC ? roots[sel] : 0;
             run_blocking(&j);
@@ -472,6 +506,285 @@ static void run_mem(void) {
     }
 }
 
+/* ---- device memory (--mem cuda) -------------------------------------------
+ * Each device buffer mirrors its host twin byte for byte, guards included:
+ * the host side is filled and checked as for host memory, and the device
+ * side is what the collective sees. */
+
+#ifdef SHARC_HAVE_CUDA
+
+/* Number of usable devices; 0 with the reason in why. */
+static int cuda_probe(char *why, size_t n) {
+  int cnt = 0;
+  cudaError_t e = cudaGetDeviceCount(&cnt);
+  if (e != cudaSuccess) {
+    snprintf(why, n, "cudaGetDeviceCount: %s: %s", cudaGetErrorName(e),
+             cudaGetErrorString(e));
+    return 0;
+  }
+  if (cnt <= 0)
+    snprintf(why, n, "cudaGetDeviceCount found no device");
+  return cnt > 0 ? cnt : 0;
+}
+
+static void cuda_fail(job_t *j, const char *what, cudaError_t e) {
+  char got[160];
+  snprintf(got, sizeof got, "%s: %s", cudaGetErrorName(e),
+           cudaGetErrorString(e));
+  if (j) {
+    fail_job(j, what, 0, "cudaSuccess", got);
+  } else {
+    X.fail++;
+    if (X.printed++ < MAX_PRINT)
+      printf("coll_check FAIL: %s: %s\n", what, got);
+  }
+  X.dead = 1;
+}
+
+/* The rank's device, its cudaStream_t and the sharc stream on it. 0 on
+ * failure (counted). */
+static int cuda_setup(int ndev, int local_rank) {
+  cudaStream_t cs = NULL;
+  cudaError_t e = cudaSetDevice(local_rank % ndev);
+  if (e == cudaSuccess)
+    e = cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
+  X.cuda_stream = cs;
+  if (e != cudaSuccess) {
+    cuda_fail(NULL, "cudaSetDevice / cudaStreamCreateWithFlags", e);
+    return 0;
+  }
+  sharc_status_t st = sharc_stream_create_cuda(&X.dstream, X.cuda_stream);
+  cc_check_st(st, X.comm, "sharc_stream_create_cuda");
+  if (st != SHARC_OK)
+    X.dead = 1;
+  return st == SHARC_OK;
+}
+
+static void cuda_teardown(void) {
+  if (X.dstream)
+    cc_check_st(sharc_stream_destroy(X.dstream), X.comm,
+                "sharc_stream_destroy (CUDA stream)");
+  if (X.cuda_stream)
+    cudaStreamDestroy((cudaStream_t)X.cuda_stream);
+}
+
+/* Copies host buffer h (bytes + guards) into a new device buffer on cs. */
+static unsigned char *upload(job_t *j, const unsigned char *h, size_t bytes,
+                             void *cs) {
+  void *d = NULL;
+  cudaError_t e = cudaMalloc(&d, bytes + 2 * GUARD);
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(d, h - GUARD, bytes + 2 * GUARD, cudaMemcpyHostToDevice,
+                        (cudaStream_t)cs);
+  if (e != cudaSuccess) {
+    cuda_fail(j, "cudaMalloc / cudaMemcpyAsync of an input", e);
+    cudaFree(d);
+    return NULL;
+  }
+  return d;
+}
+
+/* After job_prepare: device twins of rb and sb. 0 on failure. */
+static int dev_prepare(job_t *j, void *cs) {
+  if (j->rb && !(j->drb = upload(j, j->rb, j->rbytes, cs)))
+    return 0;
+  if (j->sb && !(j->dsb = upload(j, j->sb, j->sbytes, cs)))
+    return 0;
+  return 1;
+}
+
+/* The device address of host pointer p (inside rb or sb, guards included);
+ * other pointers (NULL) unchanged. */
+static void *to_dev(const job_t *j, const void *p) {
+  uintptr_t q = (uintptr_t)p;
+  if (j->drb && q >= (uintptr_t)j->rb - GUARD &&
+      q <= (uintptr_t)j->rb + j->rbytes + GUARD)
+    return j->drb + (q - ((uintptr_t)j->rb - GUARD));
+  if (j->dsb && q >= (uintptr_t)j->sb - GUARD &&
+      q <= (uintptr_t)j->sb + j->sbytes + GUARD)
+    return j->dsb + (q - ((uintptr_t)j->sb - GUARD));
+  return (void *)p;
+}
+
+/* job_launch with the device addresses. */
+static sharc_status_t dev_launch(job_t *j, sharc_stream_t s) {
+  void *hs = j->send, *hr = j->recv;
+  j->send = to_dev(j, hs);
+  j->recv = to_dev(j, hr);
+  sharc_status_t st = job_launch(j, s);
+  j->send = hs;
+  j->recv = hr;
+  return st;
+}
+
+/* Queues the copies of the device buffers back into their host twins. */
+static void dev_readback(job_t *j, void *cs) {
+  cudaError_t e = cudaSuccess;
+  if (j->drb)
+    e = cudaMemcpyAsync(j->rb - GUARD, j->drb, j->rbytes + 2 * GUARD,
+                        cudaMemcpyDeviceToHost, (cudaStream_t)cs);
+  if (e == cudaSuccess && j->dsb)
+    e = cudaMemcpyAsync(j->sb - GUARD, j->dsb, j->sbytes + 2 * GUARD,
+                        cudaMemcpyDeviceToHost, (cudaStream_t)cs);
+  if (e != cudaSuccess)
+    cuda_fail(j, "cudaMemcpyAsync of a result", e);
+}
+
+/* After the stream synchronized: frees the device twins. */
+static void dev_release(job_t *j) {
+  cudaFree(j->drb);
+  cudaFree(j->dsb);
+  j->drb = j->dsb = NULL;
+}
+
+/* Waits for cs (the results are in the host twins then) and for the sharc
+ * stream s (its status). */
+static void dev_sync(job_t *j, void *cs, sharc_stream_t s) {
+  cudaError_t e = cudaStreamSynchronize((cudaStream_t)cs);
+  if (e != cudaSuccess)
+    cuda_fail(j, "cudaStreamSynchronize", e);
+  sharc_status_t st = sharc_stream_synchronize(s);
+  if (st != SHARC_OK) {
+    if (j)
+      job_status_fail(j, st);
+    else
+      cc_check_st(st, X.comm, "sharc_stream_synchronize (CUDA stream)");
+    X.dead = 1;
+  }
+}
+
+/* One sweep case on device memory: upload, collective, read back, all in
+ * the order of the rank's cudaStream_t; then the host checks. */
+static void run_cuda(job_t *j) {
+  if (job_prepare(j) && dev_prepare(j, X.cuda_stream)) {
+    sharc_status_t st = dev_launch(j, X.dstream);
+    if (st != SHARC_OK)
+      job_status_fail(j, st);
+    dev_readback(j, X.cuda_stream);
+    dev_sync(j, X.cuda_stream, X.dstream);
+  }
+  dev_release(j);
+  job_verify(j);
+}
+
+/* Many calls in flight at once on the CUDA stream (the staging buffer is
+ * reused and outgrown while earlier calls still use it), host memory on the
+ * CUDA stream, a blocking host collective and a second sharc stream on the
+ * legacy default stream queued behind them; one synchronisation at the
+ * end. */
+static void run_cuda_queue(void) {
+  int last = X.n - 1;
+  job_t jobs[] = {
+      {.coll = C_AR, .dt = SHARC_F32, .op = SHARC_SUM, .count = 1000, .dev = 1},
+      {.coll = C_AG,
+       .dt = SHARC_I32,
+       .op = DATA_OP_COPY,
+       .inplace = 1,
+       .count = 7,
+       .dev = 1},
+      {.coll = C_BC,
+       .dt = SHARC_F64,
+       .op = DATA_OP_COPY,
+       .root = last,
+       .count = 1000,
+       .dev = 1},
+      {.coll = C_RS,
+       .dt = SHARC_BF16,
+       .op = SHARC_AVG,
+       .inplace = 1,
+       .count = 1000,
+       .dev = 1},
+      {.coll = C_BAR, .dev = 1},
+      {.coll = C_AR,
+       .dt = SHARC_U8,
+       .op = SHARC_MAX,
+       .inplace = 1,
+       .count = 262147,
+       .dev = 1},
+      {.coll = C_RS,
+       .dt = SHARC_F32,
+       .op = SHARC_SUM,
+       .count = 65537,
+       .dev = 1},
+      {.coll = C_AR, .dt = SHARC_F32, .op = SHARC_SUM, .count = 999}, /* host */
+      {.coll = C_AG,
+       .dt = SHARC_U8,
+       .op = DATA_OP_COPY,
+       .inplace = 1,
+       .count = 1001}, /* host memory, in place, on the CUDA stream */
+      {.coll = C_AR, .dt = SHARC_I64, .op = SHARC_SUM, .count = 1, .dev = 1},
+  };
+  enum { NJ = sizeof jobs / sizeof *jobs };
+  job_t blocking = {.coll = C_AR,
+                    .dt = SHARC_F64,
+                    .op = SHARC_SUM,
+                    .count = 1000}; /* host memory, no stream */
+  job_t legacy = {.coll = C_AR,
+                  .dt = SHARC_F16,
+                  .op = SHARC_AVG,
+                  .inplace = 1,
+                  .count = 4097,
+                  .dev = 1}; /* on the legacy default stream */
+  sharc_stream_t s0 = NULL;
+  sharc_status_t st;
+  size_t k;
+  for (k = 0; k < NJ && !X.dead; k++) {
+    if (!job_prepare(&jobs[k]) ||
+        (jobs[k].dev && !dev_prepare(&jobs[k], X.cuda_stream)))
+      break;
+    st = jobs[k].dev ? dev_launch(&jobs[k], X.dstream)
+                     : job_launch(&jobs[k], X.dstream);
+    if (st != SHARC_OK) {
+      job_status_fail(&jobs[k], st);
+      break;
+    }
+  }
+  /* queued behind the calls above; the main thread blocks until it ran */
+  if (!X.dead && job_prepare(&blocking) &&
+      (st = job_launch(&blocking, NULL)) != SHARC_OK)
+    job_status_fail(&blocking, st);
+  if (!X.dead) {
+    cc_check_st(st = sharc_stream_create_cuda(&s0, NULL), X.comm,
+                "sharc_stream_create_cuda (legacy default stream)");
+    if (st != SHARC_OK)
+      X.dead = 1;
+  }
+  if (!X.dead && job_prepare(&legacy) && dev_prepare(&legacy, NULL)) {
+    if ((st = dev_launch(&legacy, s0)) != SHARC_OK)
+      job_status_fail(&legacy, st);
+    dev_readback(&legacy, NULL);
+  }
+  for (k = 0; k < NJ; k++)
+    if (jobs[k].dev)
+      dev_readback(&jobs[k], X.cuda_stream);
+  dev_sync(NULL, X.cuda_stream, X.dstream);
+  if (s0) {
+    dev_sync(NULL, NULL, s0);
+    cc_check_st(sharc_stream_destroy(s0), X.comm,
+                "sharc_stream_destroy (legacy default stream)");
+  }
+  for (k = 0; k < NJ; k++) {
+    dev_release(&jobs[k]);
+    job_verify(&jobs[k]);
+  }
+  job_verify(&blocking);
+  dev_release(&legacy);
+  job_verify(&legacy);
+}
+
+#else /* the library was built without CUDA: --mem cuda skips */
+
+static int cuda_probe(char *why, size_t n) {
+  snprintf(why, n, "sharc and its tests were built without CUDA");
+  return 0;
+}
+static int cuda_setup(int ndev, int local_rank) { return 0; }
+static void cuda_teardown(void) {}
+static void run_cuda(job_t *j) { job_verify(j); }
+static void run_cuda_queue(void) {}
+
+#endif /* SHARC_HAVE_CUDA */
+
 /* ---- main -------------------------------------------------------------------
  */
 
@@ -499,8 +812,8 @@ static void usage(void) {
   fprintf(stderr,
           "usage: sharcrun -n N coll_check [--quick|--full|--small] [--types "
           "f32,f64,f16,bf16,i8,u8,"
-          "i32,u32,i64,u64] [--colls ag,rs,ar,bc,barrier,stream,mem,split] "
-          "[--iters K] [--seed S]\n");
+          "i32,u32,i64,u64] [--colls ag,rs,ar,bc,barrier,stream,mem,split,"
+          "cudaq] [--iters K] [--seed S] [--mem host|cuda]\n");
   exit(2);
 }
 
@@ -525,10 +838,24 @@ int main(int argc, char **argv) {
       X.iters = atoi(v), i++;
     else if (!strcmp(a, "--seed") && v)
       X.seed = strtoull(v, NULL, 0), i++;
+    else if (!strcmp(a, "--mem") && v && !strcmp(v, "host"))
+      X.cuda = 0, i++;
+    else if (!strcmp(a, "--mem") && v && !strcmp(v, "cuda"))
+      X.cuda = 1, i++;
     else
       usage();
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
+  int ndev = 0;
+  if (X.cuda) { /* every rank decides alone, before any rendezvous */
+    char why[256];
+    if (!(ndev = cuda_probe(why, sizeof why))) {
+      const char *r = getenv("SHARC_RANK");
+      if (!r || !strcmp(r, "0"))
+        printf("SKIP: no CUDA device (%s)\n", why);
+      return 77;
+    }
+  }
   sharc_status_t st = sharc_comm_init_env(&X.comm);
   if (st != SHARC_OK) {
     printf("coll_check: sharc_comm_init_env: %s: %s\n", sharc_status_name(st),
@@ -553,6 +880,8 @@ int main(int argc, char **argv) {
   cc_check(nh >= 1 && nh <= X.n, "1 <= nhosts <= size", 1, nh);
   if (X.n < 1)
     X.n = 1, X.dead = 1;
+  if (X.cuda && !X.dead)
+    cuda_setup(ndev, lr);
 
   for (int it = 0; it < X.iters && !X.dead; it++) {
     X.seed += (uint64_t)it * 7919;
@@ -564,7 +893,11 @@ int main(int argc, char **argv) {
     if (!X.dead && (X.colls & (1u << C_SPLIT)) &&
         split_check(X.comm, X.rank, X.n) != 0)
       X.dead = 1;
+    if (!X.dead && X.cuda && (X.colls & (1u << C_CUDAQ)))
+      run_cuda_queue();
   }
+  if (X.cuda && !X.dead)
+    cuda_teardown();
 
   int rc = X.fail ? 1 : 0;
   if (X.dead) { /* no further collective can be trusted: report locally */

@@ -1,0 +1,90 @@
+/*
+ * device.h - device memory in the collectives through pinned host staging
+ * (issue 5 item 4), the first GPU data path: what stream.c needs to run a
+ * collective enqueued on a sharc stream bound to a cudaStream_t
+ * (sharc_stream_create_cuda), and dev_is_device_ptr for the argument checks.
+ *
+ * Per collective, in the order of the CUDA stream and of the sharc stream's
+ * worker thread (device.c's opening comment has the whole picture):
+ *   enqueueing thread  dev_stage: D2H copy of the send buffer into pinned
+ *                      staging, an event, a release wait, the H2D copy of
+ *                      the staged result; the call's buffers now point
+ *                      into staging
+ *   worker thread      dev_ready (the event: the send data is staged), the
+ *                      host collective on the staging buffers, dev_release
+ *                      (always, also after an error or a skip)
+ * The header needs no CUDA header (streams are `void *`), and exists in
+ * every build: without CUDA (SHARC_HAVE_CUDA undefined) dev_stream_open
+ * returns SHARC_ERR_UNSUPPORTED and dev_is_device_ptr returns 0.
+ * Not kernels/device.h (the device kernels): comm/ files find this one by
+ * their own directory; elsewhere spell the directory ("kernels/device.h").
+ */
+#ifndef SHARC_COMM_DEVICE_H
+#define SHARC_COMM_DEVICE_H
+
+#include <stdint.h>
+
+#include "coll.h"
+
+/* The CUDA side of one CUDA-bound sharc stream (private to device.c). */
+typedef struct dev_stream dev_stream_t;
+
+/* What the worker needs to finish one staged call (filled by dev_stage). */
+typedef struct {
+  dev_stream_t *ds;   /* NULL: not a staged call */
+  const char *fn;     /* the collective's name, for messages */
+  void *event;        /* cudaEvent_t: the staged send data is ready */
+  uint32_t seq;       /* release number the CUDA stream waits for */
+  sharc_status_t err; /* staging failed after the CUDA stream was made to
+                         wait: the worker skips the call, then releases */
+  char msg[192];      /* err's message */
+} dev_work_t;
+
+/* 1 in a build with CUDA, else 0. */
+int dev_have_cuda(void);
+
+/* 1 if p points into device (or managed) memory, 0 for host memory, NULL,
+ * or anything CUDA does not know. Never initialises CUDA in a process that
+ * has not used it (it then returns 0 at the cost of one dynamic-loader
+ * lookup); no CUDA device at all is remembered. 0 in CPU-only builds.
+ * Thread safe. */
+int dev_is_device_ptr(const void *p);
+
+/* 1 if stream was made by sharc_stream_create_cuda (its collectives may
+ * take device memory), 0 for a host stream or NULL (stream.c). */
+int stream_is_cuda(sharc_stream_t stream);
+
+/* Binds a new dev_stream_t to cuda_stream (a cudaStream_t; NULL: the legacy
+ * default stream) on that stream's device. Fails with SHARC_ERR_CUDA (no
+ * usable device, CUDA errors) or SHARC_ERR_UNSUPPORTED (built without
+ * CUDA), the message naming the reason. */
+sharc_status_t dev_stream_open(dev_stream_t **out, void *cuda_stream);
+
+/* Queues call's copies and release wait on the CUDA stream and points
+ * call's buffers into staging; fills *w. Not thread safe for one ds: the
+ * caller serialises dev_stage and the push of *w to the worker, so the
+ * worker sees calls in release order. On error nothing waits on the CUDA
+ * stream and w->ds is NULL (the caller passes the call's ticket); except
+ * when w->ds is set with w->err: then the caller must still push *w. */
+sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w);
+
+/* Worker thread, before running the call: waits (sleeping) until the
+ * call's send data is staged. Returns w->err or a CUDA error (message in
+ * err_last()); the call must then be skipped. */
+sharc_status_t dev_ready(dev_work_t *w);
+
+/* Worker thread, after running or skipping the call: lets the CUDA stream
+ * go on (copy the staged result out). Must be called exactly once per
+ * staged call, in order, whatever happened to the call. */
+void dev_release(dev_work_t *w);
+
+/* Waits (sleeping) until the CUDA stream has done everything queued on it
+ * so far, then frees staging buffers that earlier calls outgrew. Call after
+ * the worker finished the calls queued before. */
+sharc_status_t dev_stream_sync(dev_stream_t *ds);
+
+/* Frees ds; the CUDA stream must be idle (dev_stream_sync). NULL is
+ * accepted. */
+void dev_stream_close(dev_stream_t *ds);
+
+#endif /* SHARC_COMM_DEVICE_H */

@@ -1,0 +1,77 @@
+/*
+ * test_stream_cuda.c - sharc_stream_create_cuda on the machine at hand, in
+ * one process, so every build checks the API's answers:
+ *  - CPU-only build: SHARC_ERR_UNSUPPORTED, the message naming the missing
+ *    CUDA;
+ *  - CUDA build without a usable device or driver (CI): SHARC_ERR_CUDA with
+ *    a message that says why, no crash, *stream untouched;
+ *  - CUDA build with a device: a stream on the legacy default stream that
+ *    synchronizes and is destroyed (tests/mp coll_check --mem cuda runs
+ *    collectives on it).
+ * Also: a NULL stream argument is SHARC_ERR_INVALID_ARG, and
+ * dev_is_device_ptr answers 0 for host memory and NULL without loading the
+ * CUDA driver into a process that never used CUDA.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h" /* comm/device.h: dev_is_device_ptr, dev_have_cuda */
+#include "expect.h"
+#include "sharc.h"
+
+static int driver_loaded(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (h)
+    dlclose(h);
+  return h != NULL;
+}
+
+int main(void) {
+  /* before anything touches CUDA */
+  int loaded_before = driver_loaded();
+  char host[64];
+  EXPECT(dev_is_device_ptr(host) == 0, "stack memory taken for device memory");
+  EXPECT(dev_is_device_ptr(NULL) == 0, "NULL taken for device memory");
+  void *heap = malloc(4096);
+  EXPECT(dev_is_device_ptr(heap) == 0, "heap memory taken for device memory");
+  free(heap);
+  EXPECT(loaded_before || !driver_loaded(),
+         "dev_is_device_ptr loaded libcuda.so.1 into a process without CUDA");
+
+  EXPECT(sharc_stream_create_cuda(NULL, NULL) == SHARC_ERR_INVALID_ARG,
+         "a NULL stream argument");
+
+  sharc_stream_t s = (sharc_stream_t)(uintptr_t)0x5a5a;
+  sharc_status_t st = sharc_stream_create_cuda(&s, NULL);
+  const char *msg = sharc_last_error();
+  if (!dev_have_cuda()) {
+    printf("CPU-only build: %s: %s\n", sharc_status_name(st), msg);
+    EXPECT(st == SHARC_ERR_UNSUPPORTED, "got %s", sharc_status_name(st));
+    EXPECT(strstr(msg, "without CUDA") != NULL, "message: %s", msg);
+    EXPECT(s == (sharc_stream_t)(uintptr_t)0x5a5a, "*stream was written");
+  } else if (st != SHARC_OK) {
+    printf("CUDA build, no usable device: %s: %s\n", sharc_status_name(st),
+           msg);
+    EXPECT(st == SHARC_ERR_CUDA, "got %s", sharc_status_name(st));
+    EXPECT(strstr(msg, "sharc_stream_create_cuda") != NULL &&
+               strstr(msg, "CUDA device") != NULL,
+           "message does not say what failed: %s", msg);
+    EXPECT(s == (sharc_stream_t)(uintptr_t)0x5a5a, "*stream was written");
+    /* asking again gives the same answer (nothing half-initialised) */
+    sharc_stream_t s2 = NULL;
+    EXPECT(sharc_stream_create_cuda(&s2, NULL) == st && s2 == NULL,
+           "second call differs");
+  } else {
+    printf("CUDA build with a device: stream created on the legacy default "
+           "stream\n");
+    EXPECT(s != NULL && s != (sharc_stream_t)(uintptr_t)0x5a5a,
+           "no stream returned");
+    EXPECT(sharc_stream_synchronize(s) == SHARC_OK, "synchronize: %s",
+           sharc_last_error());
+    EXPECT(sharc_stream_destroy(s) == SHARC_OK, "destroy: %s",
+           sharc_last_error());
+  }
+  printf("test_stream_cuda: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

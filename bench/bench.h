@@ -5,7 +5,9 @@
  *   bench_data.c    input values and reference results per dtype and op
  *   bench_sharc.c   the sharc backend;  bench_mpi.c the MPI backend (Open
  *                   MPI or MPICH, whichever CMake found);
- *   bench_nccl.c    the NCCL backend (device memory only)
+ *   bench_nccl.c    the NCCL backend (device memory only, dlopen)
+ *   bench_cuda.c    device buffers, the bench's cudaStream_t, the GPU's
+ *                   device-to-device copy rate (--mem cuda)
  *   bench_limits.c  memcpy and loopback TCP throughput of this host
  */
 #ifndef SHARC_BENCH_H
@@ -33,6 +35,7 @@ typedef struct {
   int timeout;                   /* -T: seconds, 0 none */
   int limits;                    /* --limits 0|1 */
   int cuda;                      /* --mem cuda */
+  int reg_asked;                 /* -R as given (--mem cuda runs -R 0) */
   const char *json;              /* -J */
   const char *backend, *compare; /* --backend, --compare */
 } opts_t;
@@ -49,6 +52,10 @@ typedef struct backend {
   /* Waits for every enqueued operation (no-op for blocking backends). */
   int (*sync)(struct backend *b);
   int (*barrier)(struct backend *b);
+  /* Blocking collective on host memory whatever memory the data buffers
+   * are in: the bench's own values (times, #wrong, preamble lines). */
+  int (*host_coll)(struct backend *b, coll_t c, const void *s, void *r,
+                   size_t count, sharc_dtype_t dt, sharc_op_t op, int root);
   const char *(*last_error)(struct backend *b);
   void (*finalize)(struct backend *b);
 } backend_t;
@@ -70,6 +77,12 @@ typedef struct {
   double copy_all; /* memcpy, every rank at once, sum over ranks */
   double tcp;      /* loopback TCP, one stream */
   double tcp2;     /* loopback TCP, one of two streams at once */
+  /* --mem cuda: cudaMemcpyAsync device to device on one rank's GPU while
+   * the other ranks wait (the GPU's copy rate, 1e9 B/s counted once per
+   * byte copied); one_gpu: every rank on the same GPU of one host. */
+  double d2d;
+  int one_gpu;
+  int cuda; /* measured for --mem cuda: the bounds are the GPU's */
 } limits_t;
 
 /* bench_sharc.c, bench_mpi.c, bench_nccl.c: 0 on success. */
@@ -80,12 +93,45 @@ int bench_mpi_init(backend_t *b, int *argc, char ***argv);
  * Version: 4.0.2"), without quotes or tabs; "" before bench_mpi_init or
  * without MPI. */
 const char *bench_mpi_library(void);
-int bench_nccl_init(backend_t *b, const opts_t *o);
+/* NCCL through dlopen: 0 when libnccl.so.2 and its symbols load, else -1
+ * with the reason in why. */
+int bench_nccl_load(char *why, size_t n);
+/* A communicator over host's ranks (the unique id travels through
+ * host->host_coll); host also serves as b's barrier and host_coll.
+ * Exits 2 itself, on every rank, when NCCL refuses this rank layout. */
+int bench_nccl_init(backend_t *b, const opts_t *o, backend_t *host);
+/* "2.28.9" (empty before bench_nccl_load). */
+const char *bench_nccl_version(void);
+int bench_nccl_version_code(void);
+
+/* bench_cuda.c: the CUDA runtime for --mem cuda. Without CUDA in the build
+ * the probe finds nothing and says so; the rest fails. One device and one
+ * cudaStream_t per process. */
+int bench_cuda_probe(char *why, size_t n); /* devices; 0: why says why */
+/* Selects device local_rank % devices, creates the bench's stream. */
+int bench_cuda_setup(int local_rank);
+void *bench_cuda_stream(void); /* cudaStream_t; NULL before setup */
+int bench_cuda_device(void);   /* the device selected, -1 before setup */
+int bench_cuda_ndev(void);     /* devices the probe found */
+/* "[0000:18:00] NVIDIA H100 80GB HBM3" of the selected device. */
+void bench_cuda_describe(char *buf, size_t n);
+int bench_cuda_alloc(void **p, size_t bytes);
+void bench_cuda_free(void *p);
+/* A copy (any direction) or a memset on the bench's stream, then waits
+ * for the stream: ordered after every collective queued before it. */
+int bench_cuda_copy(void *dst, const void *src, size_t bytes);
+int bench_cuda_memset(void *p, int v, size_t bytes);
+int bench_cuda_sync(void);          /* cudaStreamSynchronize */
+double bench_cuda_d2d_rate(void);   /* GB/s, best of 5; 0 on failure */
+const char *bench_cuda_error(void); /* the last failure, one line */
+void bench_cuda_teardown(void);
 
 /* bench_run.c */
 typedef struct {
-  void *sbuf, *rbuf; /* each o->maxb bytes */
+  void *sbuf, *rbuf; /* each o->maxb bytes; device memory with --mem cuda */
+  void *hs, *hr;     /* --mem cuda: host mirrors (fill and check), else NULL */
   size_t bytes;
+  int cuda;
 } buffers_t;
 int bench_buffers_alloc(buffers_t *bu, const opts_t *o);
 void bench_buffers_free(buffers_t *bu, const opts_t *o);
@@ -118,8 +164,9 @@ int data_parse_op(const char *s);             /* -1 all, -2 bad */
 extern const sharc_dtype_t data_type_order[SHARC_DTYPE_COUNT];
 extern const sharc_op_t data_op_order[SHARC_OP_COUNT];
 
-/* bench_limits.c: measures this host's limits (collective over b). */
-void limits_measure(backend_t *b, limits_t *l);
+/* bench_limits.c: measures this host's limits (collective over b); with
+ * cuda also the GPU's device-to-device copy rate. */
+void limits_measure(backend_t *b, limits_t *l, int cuda);
 /* Upper bound for busbw of c (GB/s) from the limits, out-of-place
  * (inplace 0) or in-place; 0 when unknown. *what names the limit. */
 double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,

@@ -16,6 +16,17 @@
  * connection (as the issue states it); a 2-rank exchange runs a stream
  * each way at once on the same cores, so the rate of one of two
  * simultaneous streams is printed too.
+ *
+ * Device memory (--mem cuda) on one GPU: the same copy bounds with C the
+ * GPU's device-to-device copy rate, measured by one rank while the others
+ * wait; the ranks sharing the GPU share that rate, so all-gather in place
+ * is bounded by C/n (the issue's "copy rate divided by the rank count").
+ * For reduce-scatter and all-reduce the copy rate is a loose bound: a
+ * reduction reads two inputs per output, so it moves more bytes than the
+ * copy (C/n stays an upper bound, not a target). sharc's staged path
+ * crosses PCIe to host memory and back on top, so it stays far below. With
+ * ranks on several GPUs (or hosts) the bound depends on the links between
+ * them, which the bench does not measure: none is printed.
  */
 #include <netinet/in.h>
 #include <pthread.h>
@@ -160,8 +171,21 @@ static double tcp_rate(int n) {
   return ok == n && secs > 0 ? total / secs / n / 1e9 : 0;
 }
 
-void limits_measure(backend_t *b, limits_t *l) {
+void limits_measure(backend_t *b, limits_t *l, int cuda) {
   memset(l, 0, sizeof *l);
+  l->cuda = cuda;
+  if (cuda) {
+    double dmin = bench_cuda_device(), dmax = dmin;
+    bench_allreduce_f64(b, &dmin, 2);
+    bench_allreduce_f64(b, &dmax, 3);
+    l->one_gpu = b->nhosts == 1 && dmin == dmax;
+    b->barrier(b); /* rank 0 alone on the GPU */
+    if (b->rank == 0)
+      l->d2d = bench_cuda_d2d_rate();
+    if (b->rank == 0 && l->d2d <= 0)
+      fprintf(stderr, "sharc-bench: %s\n", bench_cuda_error());
+    bench_allreduce_f64(b, &l->d2d, 0);
+  }
   b->barrier(b);
   if (b->rank == 0) {
     l->copy1 = copy_rate(b, 0);
@@ -185,6 +209,23 @@ double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,
   *what = "";
   if (nranks < 2 || nhosts > 1)
     return 0;
+  if (l->cuda) {
+    if (!l->one_gpu || l->d2d <= 0)
+      return 0;
+    if (c == C_AG && !inplace) {
+      *what = "GPU D2D copy rate x (n-1) / n^2, ranks share one GPU";
+      return l->d2d * (n - 1) / (n * n);
+    }
+    if (c == C_BC && inplace) {
+      *what = "GPU D2D copy rate / (n-1), ranks share one GPU";
+      return l->d2d / (n - 1);
+    }
+    *what = c == C_AG || c == C_BC
+                ? "GPU D2D copy rate / n, ranks share one GPU"
+                : "GPU D2D copy rate / n, ranks share one GPU; a reduction "
+                  "moves more than a copy: loose";
+    return l->d2d / n;
+  }
   if (tp && !strcmp(tp, "tcp")) {
     *what = "loopback TCP, one stream";
     return l->tcp;

@@ -11,7 +11,15 @@
  * the fraction of this host's physical limit the largest sizes reach. With
  * --compare the sharc and peer tables are followed by a "#"-prefixed
  * table of busbw ratios. Exit status: 0 all values right, 1 some wrong,
- * 2 usage or runtime error, 3 timeout (-T).
+ * 2 usage or runtime error, 3 timeout (-T), 77 skipped: --mem cuda without
+ * a usable CUDA device (or in a build without CUDA), --backend/--compare
+ * nccl without libnccl.so.2 (one "SKIP: ..." line on stdout).
+ *
+ * --mem cuda: cudaMalloc'd buffers on device local rank % devices, one
+ * cudaStream_t per rank; sharc runs on sharc_stream_create_cuda over it
+ * (the staged path), NCCL on it directly. -R 1 and 2 are host-memory
+ * schemes: registered device memory is not implemented yet, so they run
+ * as -R 0 and a "#" line says so.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +55,10 @@ static void usage(FILE *f) {
       "  -T,--timeout S      abort when a phase takes over S seconds [0: "
       "none]\n"
       "  -J,--json FILE      write the rows as JSON (rank 0)\n"
-      "  --mem host|cuda     buffer memory                         [host]\n"
-      "  --backend B         sharc|mpi|nccl                        [sharc]\n"
+      "  --mem host|cuda     buffer memory; cuda: cudaMalloc on device local\n"
+      "                      rank %% devices, exit 77 without one  [host]\n"
+      "  --backend B         sharc|mpi|nccl (nccl: --mem cuda, libnccl.so.2\n"
+      "                      loaded at run time)                   [sharc]\n"
       "  --compare P         mpi|nccl: run sharc and P alternately on each\n"
       "                      size; print both tables and the busbw ratios\n"
       "  --limits 0|1        measure memcpy / TCP limits first     [1]\n"
@@ -111,6 +121,20 @@ static unsigned parse_colls(const char *a) {
     a += len + (a[len] == ',');
   }
   return mask;
+}
+
+/* Whether this process is rank 0 (or not under a launcher), from the
+ * launchers' variables: for lines printed before the communicator exists. */
+static int env_rank0(void) {
+  static const char *const vars[] = {
+      "SHARC_RANK", "RANK",      "OMPI_COMM_WORLD_RANK",
+      "PMI_RANK",   "PMIX_RANK", "SLURM_PROCID"};
+  for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) {
+    const char *v = getenv(vars[k]);
+    if (v && *v)
+      return atoi(v) == 0;
+  }
+  return 1;
 }
 
 static void parse(int argc, char **argv, opts_t *o, unsigned *which) {
@@ -370,9 +394,14 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
   for (size_t i = 0; i < t->n; i++)
     if (t->rows[i].size > big)
       big = t->rows[i].size;
-  const char *fifo = o->reg == 0 && !strcmp(t->b->name, "sharc") && !two
-                         ? "; -R 0 stages through FIFOs (2 copies): half of it"
-                         : "";
+  int sharc = !strcmp(t->b->name, "sharc");
+  const char *fifo =
+      o->cuda && sharc
+          ? "; sharc's staged path copies through pinned host memory (D2H, "
+            "host collective, H2D): PCIe bounds it well below this"
+      : o->reg == 0 && sharc && !two
+          ? "; -R 0 stages through FIFOs (2 copies): half of it"
+          : "";
   if (!strcmp(what[0], what[1]))
     printf("# Limit (%s, %s): busbw <= %.2f GB/s%s\n", t->b->name, what[0],
            cap[0], fifo);
@@ -397,6 +426,22 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
              100 * r->busbw[0] / two, 100 * r->busbw[1] / two);
     printf("\n");
   }
+  printf("#\n");
+}
+
+/* SMs an all-gather occupies on device memory. sharc's only device path
+ * here is the staged one (comm/device.c): cudaMemcpyAsync D2H and H2D and a
+ * stream wait (cuStreamWaitValue32 or a host function), no kernel, so no
+ * SM; the reduction runs on the host. NCCL runs its collectives as kernels
+ * (one CTA per channel, channels its own choice): not measured here. */
+static void print_sms(const backend_t *b) {
+  if (!strcmp(b->name, "sharc"))
+    printf("# SMs used by all_gather: 0 (copy engines only: the staged path "
+           "queues cudaMemcpyAsync D2H/H2D and stream waits, no kernel)\n");
+  else
+    printf("# SMs used by all_gather (%s): not measured (NCCL launches "
+           "kernels: one CTA per channel)\n",
+           b->name);
   printf("#\n");
 }
 
@@ -463,10 +508,18 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
   char line[LINE], host[64] = "?", cpu[160];
   gethostname(host, sizeof host);
   cpu_model(cpu, sizeof cpu);
-  snprintf(line, LINE,
-           "#  Rank %2d Group %2d Pid %6d on %10s device %2d [0x00] host "
-           "memory (%s)\n",
-           b->rank, 0, (int)getpid(), host, b->local_rank, cpu);
+  if (o->cuda) {
+    char dev[160];
+    bench_cuda_describe(dev, sizeof dev);
+    snprintf(line, LINE,
+             "#  Rank %2d Group %2d Pid %6d on %10s device %2d %s\n", b->rank,
+             0, (int)getpid(), host, bench_cuda_device(), dev);
+  } else {
+    snprintf(line, LINE,
+             "#  Rank %2d Group %2d Pid %6d on %10s device %2d [0x00] host "
+             "memory (%s)\n",
+             b->rank, 0, (int)getpid(), host, b->local_rank, cpu);
+  }
   char *all = malloc((size_t)b->nranks * LINE);
   if (!all || bench_allgather_bytes(b, line, all, LINE)) {
     fprintf(stderr, "sharc-bench: gathering device lines failed\n");
@@ -486,11 +539,28 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
       printf("%s", all + (size_t)r * LINE);
     static const char *const regs[] = {"malloc", "sharc_mem_alloc",
                                        "malloc + sharc_mem_register"};
-    printf("#\n# sharc-bench %s: backend %s%s%s, %d ranks on %d host(s), "
-           "host memory, buffers %s (-R %d), %s\n",
-           sharc_version(), o->backend, o->compare ? " vs " : "",
-           o->compare ? o->compare : "", b->nranks, b->nhosts, regs[o->reg],
-           o->reg, o->blocking ? "blocking (-z 1)" : "stream (-z 0)");
+    if (o->cuda)
+      printf("#\n# sharc-bench %s: backend %s%s%s, %d ranks on %d host(s), "
+             "device memory (cudaMalloc, device local rank %% %d; sharc: "
+             "sharc_stream_create_cuda, staged through pinned host memory), "
+             "%s\n",
+             sharc_version(), o->backend, o->compare ? " vs " : "",
+             o->compare ? o->compare : "", b->nranks, b->nhosts,
+             bench_cuda_ndev(),
+             o->blocking ? "blocking (-z 1)" : "stream (-z 0)");
+    else
+      printf("#\n# sharc-bench %s: backend %s%s%s, %d ranks on %d host(s), "
+             "host memory, buffers %s (-R %d), %s\n",
+             sharc_version(), o->backend, o->compare ? " vs " : "",
+             o->compare ? o->compare : "", b->nranks, b->nhosts, regs[o->reg],
+             o->reg, o->blocking ? "blocking (-z 1)" : "stream (-z 0)");
+    if (o->cuda && o->reg_asked)
+      printf("# -R %d asked: registered device memory is not implemented yet "
+             "(the staged path is all there is); running as -R 0\n",
+             o->reg_asked);
+    if (*bench_nccl_version())
+      printf("# NCCL version %s (libnccl.so.2, loaded at run time)\n",
+             bench_nccl_version());
     /* SHARC_CHECK adds a signature exchange to every sharc collective:
      * say so, so that its times are not taken for the plain ones. */
     const char *chk = getenv("SHARC_CHECK");
@@ -505,6 +575,12 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
              "once, per host); loopback TCP %.2f GB/s (one stream), %.2f GB/s "
              "(each of two streams at once)\n",
              lim->copy1, lim->copy_all, b->nranks, lim->tcp, lim->tcp2);
+    if (lim && lim->cuda)
+      printf("# Limits: GPU device-to-device copy %.2f GB/s (cudaMemcpyAsync "
+             "of 256 MiB, one rank alone, best of 5); ranks %s\n",
+             lim->d2d,
+             lim->one_gpu ? "share one GPU: the bounds below divide it"
+                          : "on several GPUs or hosts: no bound printed");
     printf("#\n");
     fflush(stdout);
   }
@@ -535,12 +611,31 @@ int main(int argc, char **argv) {
       !strcmp(o.backend, "mpi") || (o.compare && !strcmp(o.compare, "mpi"));
   int want_nccl =
       !strcmp(o.backend, "nccl") || (o.compare && !strcmp(o.compare, "nccl"));
-  if (want_nccl && bench_nccl_init(&nb, &o))
+  if (want_nccl && !o.cuda) {
+    fprintf(stderr, "sharc-bench: --backend/--compare nccl measures device "
+                    "memory: pass --mem cuda (needs a GPU)\n");
     return 2;
-  if (o.cuda) {
-    fprintf(stderr, "sharc-bench: --mem cuda is not implemented yet (sharc "
-                    "has no device-memory path); use --mem host\n");
+  }
+  if (want_mpi && o.cuda) {
+    fprintf(stderr, "sharc-bench: --backend/--compare mpi with --mem cuda: "
+                    "not supported (the MPI backend passes host memory; "
+                    "device buffers need a CUDA-aware MPI); use --mem host\n");
     return 2;
+  }
+  if (o.cuda) { /* every rank decides alone, before any rendezvous */
+    char why[256];
+    if (!bench_cuda_probe(why, sizeof why)) {
+      if (env_rank0())
+        printf("SKIP: no CUDA device (%s)\n", why);
+      return 77;
+    }
+    if (want_nccl && bench_nccl_load(why, sizeof why)) {
+      if (env_rank0())
+        printf("SKIP: no NCCL (%s)\n", why);
+      return 77;
+    }
+    o.reg_asked = o.reg;
+    o.reg = 0; /* see the top of this file */
   }
   if (want_mpi) {
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_RANK") &&
@@ -553,11 +648,16 @@ int main(int argc, char **argv) {
     if (bench_mpi_init(&mb, &argc, &argv))
       return 2;
   }
-  if (!strcmp(o.backend, "sharc") && bench_sharc_init(&sb, &o))
+  /* sharc also carries NCCL's unique id, barriers and control values */
+  if ((!strcmp(o.backend, "sharc") || want_nccl) && bench_sharc_init(&sb, &o))
     return 2;
-  main_b = !strcmp(o.backend, "mpi") ? &mb : &sb;
+  if (want_nccl && bench_nccl_init(&nb, &o, &sb))
+    return 2;
+  main_b = !strcmp(o.backend, "mpi")    ? &mb
+           : !strcmp(o.backend, "nccl") ? &nb
+                                        : &sb;
   if (o.compare)
-    peer_b = &mb;
+    peer_b = !strcmp(o.compare, "nccl") ? &nb : &mb;
   backend_t *b = main_b;
   if (o.root < -1 || o.root >= b->nranks) {
     if (b->rank == 0)
@@ -570,7 +670,7 @@ int main(int argc, char **argv) {
     return 2;
   limits_t lim, *limp = NULL;
   if (o.limits) {
-    limits_measure(b, &lim);
+    limits_measure(b, &lim, o.cuda);
     limp = &lim;
   }
   preamble(b, &o, limp);
@@ -587,10 +687,20 @@ int main(int argc, char **argv) {
     fprintf(json,
             "{\"nranks\": %d, \"nhosts\": %d, \"host\": \"%s\", \"backend\": "
             "\"%s\", \"compare\": \"%s\", \"registration\": %d, \"blocking\": "
-            "%d, \"iters\": %d, \"warmup\": %d, \"sharc_check\": %d",
+            "%d, \"iters\": %d, \"warmup\": %d, \"sharc_check\": %d, "
+            "\"memory\": \"%s\"",
             b->nranks, b->nhosts, host, o.backend, o.compare ? o.compare : "",
             o.reg, o.blocking, o.iters, o.warmup,
-            getenv("SHARC_CHECK") ? atoi(getenv("SHARC_CHECK")) != 0 : 0);
+            getenv("SHARC_CHECK") ? atoi(getenv("SHARC_CHECK")) != 0 : 0,
+            o.cuda ? "cuda" : "host");
+    if (o.cuda) {
+      char dev[160];
+      bench_cuda_describe(dev, sizeof dev);
+      fprintf(json, ", \"device\": \"%s\", \"registration_asked\": %d", dev,
+              o.reg_asked);
+    }
+    if (*bench_nccl_version())
+      fprintf(json, ", \"nccl_version\": \"%s\"", bench_nccl_version());
     if (*bench_mpi_library())
       fprintf(json, ", \"mpi_library\": \"%s\"", bench_mpi_library());
     if (limp)
@@ -598,6 +708,11 @@ int main(int argc, char **argv) {
               ", \"limits\": {\"memcpy_1core\": %.3f, \"memcpy_all\": %.3f, "
               "\"tcp_loopback\": %.3f, \"tcp_loopback_2streams\": %.3f}",
               lim.copy1, lim.copy_all, lim.tcp, lim.tcp2);
+    if (limp && lim.cuda)
+      fprintf(json,
+              ", \"limits_gpu\": {\"d2d_copy\": %.3f, \"one_gpu\": %d, "
+              "\"sharc_all_gather_sms\": 0}",
+              lim.d2d, lim.one_gpu);
     fprintf(json, ", \"results\": [");
   }
 
@@ -666,6 +781,8 @@ int main(int argc, char **argv) {
             print_row(&ts[k]->rows[i]);
         }
         print_footer(ts[k], limp, (coll_t)c, &o);
+        if (c == C_AG && o.cuda)
+          print_sms(ts[k]->b);
         json_rows(json, ts[k], &first);
       }
       if (peer_b)
@@ -680,8 +797,12 @@ int main(int argc, char **argv) {
     fclose(json);
   }
   bench_buffers_free(&bu, &o);
-  if (sb.finalize)
+  if (nb.finalize)
+    nb.finalize(&nb);
+  if (sb.finalize) /* before the cudaStream_t it is bound to */
     sb.finalize(&sb);
+  if (o.cuda)
+    bench_cuda_teardown();
   if (mb.finalize)
     mb.finalize(&mb);
   return errors ? 1 : 0;

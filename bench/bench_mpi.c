@@ -121,6 +121,12 @@ static int mpi_coll(backend_t *b, coll_t c, const void *s, void *r,
   return rc == MPI_SUCCESS ? 0 : -1;
 }
 
+static int mpi_host_coll(backend_t *b, coll_t c, const void *s, void *r,
+                         size_t count, sharc_dtype_t dt, sharc_op_t op,
+                         int root) {
+  return mpi_coll(b, c, s, r, count, dt, op, root, 1);
+}
+
 static int mpi_sync(backend_t *b) {
   (void)b;
   return 0;
@@ -166,6 +172,7 @@ int bench_mpi_init(backend_t *b, int *argc, char ***argv) {
   b->coll = mpi_coll;
   b->sync = mpi_sync;
   b->barrier = mpi_barrier;
+  b->host_coll = mpi_host_coll;
   b->last_error = mpi_last_error;
   b->finalize = mpi_finalize;
   return 0;

@@ -1,55 +1,293 @@
 /*
- * bench_nccl.c - the NCCL backend of sharc-bench: NCCL and the CUDA driver
- * are loaded at run time (dlopen), so the bench builds and runs without
- * them. NCCL works on device memory only (--mem cuda), which sharc-bench
- * cannot allocate until sharc has its device-memory path; until then this
- * file says precisely what is missing and returns an error.
+ * bench_nccl.c - the NCCL backend of sharc-bench (--backend nccl, --compare
+ * nccl; device memory only). libnccl.so.2 is loaded at run time (dlopen),
+ * so the bench builds and links without NCCL; the types and enum values
+ * below are NCCL's ABI (checked against nccl.h at compile time where the
+ * header is there). The unique id travels over sharc (a host broadcast on
+ * the sharc communicator of the same processes); barriers and the bench's
+ * own values go through sharc too, so NCCL is timed on its collectives only.
+ *
+ * NCCL refuses several ranks on one GPU before 2.30 ("Duplicate GPU
+ * detected"); from 2.30 NCCL_MULTI_RANK_GPU_ENABLE=1 allows it. Here: with
+ * an older NCCL and ranks sharing a GPU every rank exits 2 with that said.
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
 
-/* Number of CUDA devices through the driver API (libcuda.so.1), -1 when
- * there is no driver. */
-static int cuda_devices(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h)
+/* NCCL's ABI: ncclResult_t, ncclDataType_t and ncclRedOp_t are C enums
+ * (int); ncclUniqueId is a 128-byte struct passed by value. */
+#define NCCL_ID_BYTES 128
+typedef struct {
+  char internal[NCCL_ID_BYTES];
+} nccl_id_t;
+typedef struct nccl_comm *nccl_comm_t;
+enum { NC_INT8 = 0, NC_UINT8, NC_INT32, NC_UINT32, NC_INT64, NC_UINT64 };
+enum { NC_FLOAT16 = 6, NC_FLOAT32, NC_FLOAT64, NC_BFLOAT16 };
+enum { NC_SUM = 0, NC_PROD, NC_MAX, NC_MIN, NC_AVG };
+
+#if defined(SHARC_HAVE_CUDA) && defined(__has_include)
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+_Static_assert(sizeof(ncclUniqueId) == sizeof(nccl_id_t), "ncclUniqueId");
+#define SAME(a, b) ((int)(a) == (int)(b))
+_Static_assert(SAME(ncclInt8, NC_INT8) && SAME(ncclUint8, NC_UINT8) &&
+                   SAME(ncclInt32, NC_INT32) && SAME(ncclUint32, NC_UINT32) &&
+                   SAME(ncclInt64, NC_INT64) && SAME(ncclUint64, NC_UINT64) &&
+                   SAME(ncclFloat16, NC_FLOAT16) &&
+                   SAME(ncclFloat32, NC_FLOAT32) &&
+                   SAME(ncclFloat64, NC_FLOAT64) &&
+                   SAME(ncclBfloat16, NC_BFLOAT16),
+               "ncclDataType_t values");
+_Static_assert(SAME(ncclSum, NC_SUM) && SAME(ncclProd, NC_PROD) &&
+                   SAME(ncclMax, NC_MAX) && SAME(ncclMin, NC_MIN) &&
+                   SAME(ncclAvg, NC_AVG),
+               "ncclRedOp_t values");
+#undef SAME
+_Static_assert(sizeof(ncclDataType_t) == sizeof(int) &&
+                   sizeof(ncclRedOp_t) == sizeof(int) &&
+                   sizeof(ncclResult_t) == sizeof(int),
+               "NCCL enums are int-sized");
+#endif
+#endif
+
+static struct {
+  void *lib;
+  int (*get_version)(int *);
+  int (*get_unique_id)(nccl_id_t *);
+  int (*comm_init_rank)(nccl_comm_t *, int, nccl_id_t, int);
+  int (*all_gather)(const void *, void *, size_t, int, nccl_comm_t, void *);
+  int (*reduce_scatter)(const void *, void *, size_t, int, int, nccl_comm_t,
+                        void *);
+  int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_t,
+                    void *);
+  int (*broadcast)(const void *, void *, size_t, int, int, nccl_comm_t, void *);
+  int (*comm_destroy)(nccl_comm_t);
+  const char *(*get_error_string)(int);
+  int version;
+  char vstr[32];
+} N;
+
+typedef struct {
+  nccl_comm_t comm;
+  backend_t *host; /* sharc over the same processes */
+  char err[256];
+} nccl_ctx_t;
+
+const char *bench_nccl_version(void) { return N.vstr; }
+int bench_nccl_version_code(void) { return N.version; }
+
+int bench_nccl_load(char *why, size_t n) {
+  if (N.lib)
+    return 0;
+  void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(why, n, "cannot load libnccl.so.2: %s", dlerror());
     return -1;
-  int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
-  int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
-  int n = -1;
-  if (init && count && init(0) == 0 && count(&n) != 0)
-    n = -1;
-  dlclose(h);
-  return n;
+  }
+  static const char *const names[] = {
+      "ncclGetVersion", "ncclGetUniqueId",   "ncclCommInitRank",
+      "ncclAllGather",  "ncclReduceScatter", "ncclAllReduce",
+      "ncclBroadcast",  "ncclCommDestroy",   "ncclGetErrorString"};
+  void *f[sizeof names / sizeof names[0]];
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+    if (!(f[k] = dlsym(h, names[k]))) {
+      snprintf(why, n, "libnccl.so.2 has no %s", names[k]);
+      dlclose(h);
+      return -1;
+    }
+  /* POSIX: a void * from dlsym converts to a function pointer */
+  *(void **)&N.get_version = f[0];
+  *(void **)&N.get_unique_id = f[1];
+  *(void **)&N.comm_init_rank = f[2];
+  *(void **)&N.all_gather = f[3];
+  *(void **)&N.reduce_scatter = f[4];
+  *(void **)&N.all_reduce = f[5];
+  *(void **)&N.broadcast = f[6];
+  *(void **)&N.comm_destroy = f[7];
+  *(void **)&N.get_error_string = f[8];
+  int v = 0;
+  if (N.get_version(&v) != 0 || v <= 0) {
+    snprintf(why, n, "ncclGetVersion failed");
+    dlclose(h);
+    return -1;
+  }
+  N.lib = h;
+  N.version = v;
+  /* NCCL_VERSION(X,Y,Z): X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z after */
+  int big = v >= 10000;
+  snprintf(N.vstr, sizeof N.vstr, "%d.%d.%d", big ? v / 10000 : v / 1000,
+           big ? v % 10000 / 100 : v % 1000 / 100, v % 100);
+  return 0;
 }
 
-int bench_nccl_init(backend_t *b, const opts_t *o) {
-  (void)b;
+static int nc_type(sharc_dtype_t dt) {
+  static const int t[SHARC_DTYPE_COUNT] = {
+      [SHARC_F32] = NC_FLOAT32, [SHARC_F64] = NC_FLOAT64,
+      [SHARC_F16] = NC_FLOAT16, [SHARC_BF16] = NC_BFLOAT16,
+      [SHARC_I8] = NC_INT8,     [SHARC_U8] = NC_UINT8,
+      [SHARC_I32] = NC_INT32,   [SHARC_U32] = NC_UINT32,
+      [SHARC_I64] = NC_INT64,   [SHARC_U64] = NC_UINT64};
+  return t[dt];
+}
+
+static int nc_op(sharc_op_t op) {
+  return op == SHARC_PROD  ? NC_PROD
+         : op == SHARC_MIN ? NC_MIN
+         : op == SHARC_MAX ? NC_MAX
+         : op == SHARC_AVG ? NC_AVG
+                           : NC_SUM;
+}
+
+static int nc_supports(backend_t *b, coll_t c, sharc_dtype_t dt, int op) {
+  (void)b, (void)c, (void)dt, (void)op;
+  return 1;
+}
+
+static int nc_result(nccl_ctx_t *x, const char *fn, int rc) {
+  if (rc != 0)
+    snprintf(x->err, sizeof x->err, "%s: %s (ncclResult_t %d)", fn,
+             N.get_error_string(rc), rc);
+  return rc;
+}
+
+static int nc_sync(backend_t *b) {
+  nccl_ctx_t *x = b->ctx;
+  if (bench_cuda_sync()) {
+    snprintf(x->err, sizeof x->err, "%s", bench_cuda_error());
+    return -1;
+  }
+  return 0;
+}
+
+/* sharc's in-place layouts are NCCL's, so pointers pass through as they
+ * are. -z 1: the call, then a wait for the stream (nccl-tests' blocking). */
+static int nc_coll(backend_t *b, coll_t c, const void *s, void *r, size_t count,
+                   sharc_dtype_t dt, sharc_op_t op, int root, int blocking) {
+  nccl_ctx_t *x = b->ctx;
+  void *cs = bench_cuda_stream();
+  int t = nc_type(dt), rc;
+  switch (c) {
+  case C_AG:
+    rc = nc_result(x, "ncclAllGather",
+                   N.all_gather(s, r, count, t, x->comm, cs));
+    break;
+  case C_RS:
+    rc = nc_result(x, "ncclReduceScatter",
+                   N.reduce_scatter(s, r, count, t, nc_op(op), x->comm, cs));
+    break;
+  case C_AR:
+    rc = nc_result(x, "ncclAllReduce",
+                   N.all_reduce(s, r, count, t, nc_op(op), x->comm, cs));
+    break;
+  default:
+    rc = nc_result(x, "ncclBroadcast",
+                   N.broadcast(s, r, count, t, root, x->comm, cs));
+    break;
+  }
+  return rc || !blocking ? rc : nc_sync(b);
+}
+
+static int nc_barrier(backend_t *b) {
+  backend_t *h = ((nccl_ctx_t *)b->ctx)->host;
+  return h->barrier(h);
+}
+
+static int nc_host_coll(backend_t *b, coll_t c, const void *s, void *r,
+                        size_t count, sharc_dtype_t dt, sharc_op_t op,
+                        int root) {
+  backend_t *h = ((nccl_ctx_t *)b->ctx)->host;
+  return h->host_coll(h, c, s, r, count, dt, op, root);
+}
+
+static const char *nc_last_error(backend_t *b) {
+  return ((nccl_ctx_t *)b->ctx)->err;
+}
+
+static void nc_finalize(backend_t *b) {
+  nccl_ctx_t *x = b->ctx;
+  if (x->comm)
+    N.comm_destroy(x->comm);
+  free(x);
+  b->ctx = NULL;
+}
+
+int bench_nccl_init(backend_t *b, const opts_t *o, backend_t *host) {
+  char why[256];
   if (!o->cuda) {
     fprintf(stderr, "sharc-bench: --backend/--compare nccl measures device "
                     "memory: pass --mem cuda (needs a GPU)\n");
     return -1;
   }
-  int ndev = cuda_devices();
-  if (ndev <= 0) {
-    fprintf(stderr,
-            "sharc-bench: no CUDA device (%s): --backend nccl and --mem cuda "
-            "need a GPU\n",
-            ndev < 0 ? "libcuda.so.1 not loadable" : "driver reports 0");
+  if (bench_nccl_load(why, sizeof why)) {
+    fprintf(stderr, "sharc-bench: %s\n", why);
     return -1;
   }
-  void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    fprintf(stderr, "sharc-bench: cannot load libnccl.so.2: %s\n", dlerror());
+  /* Ranks sharing a GPU, decided alike on every rank: the most ranks of a
+   * host over its devices in use (ranks go to local rank % devices). */
+  int local = 0, ndev = bench_cuda_ndev();
+  double lr = host->local_rank + 1;
+  if (bench_allreduce_f64(host, &lr, 3)) /* max: the most ranks per host */
+    return -1;
+  local = (int)lr;
+  int per_gpu = ndev > 0 ? (local + ndev - 1) / ndev : local;
+  if (per_gpu > 1 && N.version < 23000) {
+    if (host->rank == 0)
+      fprintf(stderr,
+              "sharc-bench: NCCL %s refuses several ranks on one GPU (%d "
+              "ranks share a GPU here: %d local ranks, %d device(s)); NCCL "
+              "allows it from 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1. Run "
+              "--backend nccl with one rank per GPU (sharcrun -n %d), or "
+              "install NCCL >= 2.30\n",
+              N.vstr, per_gpu, local, ndev, ndev);
+    exit(2);
+  }
+  if (per_gpu > 1)
+    setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0);
+  nccl_ctx_t *x = calloc(1, sizeof *x);
+  if (!x)
+    return -1;
+  x->host = host;
+  nccl_id_t id;
+  memset(&id, 0, sizeof id);
+  int rc = 0;
+  if (host->rank == 0)
+    rc = nc_result(x, "ncclGetUniqueId", N.get_unique_id(&id));
+  /* rank 0's status first, so that no rank waits in ncclCommInitRank for a
+   * rank 0 that failed */
+  double ok = rc == 0;
+  if (bench_allreduce_f64(host, &ok, 0) || ok == 0 ||
+      host->host_coll(host, C_BC, &id, &id, sizeof id, SHARC_U8, SHARC_SUM,
+                      0)) {
+    fprintf(stderr, "sharc-bench: rank %d: NCCL unique id: %s\n", host->rank,
+            rc        ? x->err
+            : ok == 0 ? "ncclGetUniqueId failed on rank 0"
+                      : "the sharc broadcast failed");
+    free(x);
     return -1;
   }
-  dlclose(h);
-  fprintf(stderr,
-          "sharc-bench: %d CUDA device(s) and NCCL found, but "
-          "--mem cuda is not implemented yet (sharc has no device "
-          "memory path)\n",
-          ndev);
-  return -1;
+  rc = nc_result(x, "ncclCommInitRank",
+                 N.comm_init_rank(&x->comm, host->nranks, id, host->rank));
+  if (rc) {
+    fprintf(stderr, "sharc-bench: rank %d: %s\n", host->rank, x->err);
+    free(x);
+    return -1;
+  }
+  b->name = "nccl";
+  b->rank = host->rank;
+  b->nranks = host->nranks;
+  b->nhosts = host->nhosts;
+  b->local_rank = host->local_rank;
+  b->ctx = x;
+  b->supports = nc_supports;
+  b->coll = nc_coll;
+  b->sync = nc_sync;
+  b->barrier = nc_barrier;
+  b->host_coll = nc_host_coll;
+  b->last_error = nc_last_error;
+  b->finalize = nc_finalize;
+  return 0;
 }

@@ -8,7 +8,9 @@
  * synchronize, time / iters combined over ranks as -a says; then `check`
  * validation runs on fresh inputs. Each iteration moves the buffers by one
  * operation's footprint (within maxBytes) so small sizes do not run out of
- * the same cache lines every time.
+ * the same cache lines every time. With --mem cuda the buffers are device
+ * memory: inputs are written on host mirrors and copied in, results copied
+ * out and checked there, all outside the timed loop.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -85,13 +87,13 @@ int bench_allreduce_f64(backend_t *b, double *v, int mode) {
   double in = *v, out = 0;
   int st;
   if (mode == 0) /* rank 0's value */
-    st = b->coll(b, C_BC, &in, &out, 1, SHARC_F64, SHARC_SUM, 0, 1);
+    st = b->host_coll(b, C_BC, &in, &out, 1, SHARC_F64, SHARC_SUM, 0);
   else
-    st = b->coll(b, C_AR, &in, &out, 1, SHARC_F64,
-                 mode == 2   ? SHARC_MIN
-                 : mode == 3 ? SHARC_MAX
-                             : SHARC_SUM,
-                 0, 1);
+    st = b->host_coll(b, C_AR, &in, &out, 1, SHARC_F64,
+                      mode == 2   ? SHARC_MIN
+                      : mode == 3 ? SHARC_MAX
+                                  : SHARC_SUM,
+                      0);
   if (mode == 1)
     out /= b->nranks;
   *v = out;
@@ -100,24 +102,48 @@ int bench_allreduce_f64(backend_t *b, double *v, int mode) {
 
 static int64_t sum_i64(backend_t *b, int64_t v) {
   int64_t out = 0;
-  RUN(b, b->coll(b, C_AR, &v, &out, 1, SHARC_I64, SHARC_SUM, 0, 1),
+  RUN(b, b->host_coll(b, C_AR, &v, &out, 1, SHARC_I64, SHARC_SUM, 0),
       "all_reduce(#wrong)");
   return out;
 }
 
 int bench_allgather_bytes(backend_t *b, const void *mine, void *all,
                           size_t bytes) {
-  return b->coll(b, C_AG, mine, all, bytes, SHARC_U8, SHARC_SUM, 0, 1);
+  return b->host_coll(b, C_AG, mine, all, bytes, SHARC_U8, SHARC_SUM, 0);
 }
 
 /* ---- buffers ----------------------------------------------------------- */
+
+/* --mem cuda: cudaMalloc'd buffers and host mirrors of the same size, where
+ * inputs are written and results read back (untimed). -R is 0 here. */
+static int cuda_alloc(buffers_t *bu, size_t n) {
+  if (bench_cuda_alloc(&bu->sbuf, n) || bench_cuda_alloc(&bu->rbuf, n) ||
+      bench_cuda_memset(bu->sbuf, 0, n) || bench_cuda_memset(bu->rbuf, 0, n)) {
+    fprintf(stderr, "sharc-bench: device buffers of 2 x %zu bytes: %s\n", n,
+            bench_cuda_error());
+    return -1;
+  }
+  if (posix_memalign(&bu->hs, 4096, n) || posix_memalign(&bu->hr, 4096, n)) {
+    fprintf(stderr,
+            "sharc-bench: cannot allocate 2 x %zu bytes (host "
+            "mirrors of the device buffers)\n",
+            n);
+    return -1;
+  }
+  memset(bu->hs, 0, n);
+  memset(bu->hr, 0, n);
+  return 0;
+}
 
 int bench_buffers_alloc(buffers_t *bu, const opts_t *o) {
   /* -R 0: malloc; 1: sharc_mem_alloc (peers map it); 2: malloc +
    * sharc_mem_register. */
   size_t n = o->maxb ? o->maxb : 64;
   bu->bytes = n;
-  bu->sbuf = bu->rbuf = NULL;
+  bu->sbuf = bu->rbuf = bu->hs = bu->hr = NULL;
+  bu->cuda = o->cuda;
+  if (o->cuda)
+    return cuda_alloc(bu, n);
   if (o->reg == 1) {
     if (sharc_mem_alloc(&bu->sbuf, n) != SHARC_OK ||
         sharc_mem_alloc(&bu->rbuf, n) != SHARC_OK) {
@@ -144,6 +170,13 @@ int bench_buffers_alloc(buffers_t *bu, const opts_t *o) {
 }
 
 void bench_buffers_free(buffers_t *bu, const opts_t *o) {
+  if (bu->cuda) {
+    bench_cuda_free(bu->sbuf);
+    bench_cuda_free(bu->rbuf);
+    free(bu->hs);
+    free(bu->hr);
+    return;
+  }
   if (o->reg == 1) {
     sharc_mem_free(bu->sbuf);
     sharc_mem_free(bu->rbuf);
@@ -201,18 +234,25 @@ typedef struct {
   shape_t sh;
 } op_t;
 
-static void buffers_for(const op_t *x, int inplace, int iter, uint8_t **s,
-                        uint8_t **r) {
+/* The send and receive pointers of iteration iter in the buffers (host 0)
+ * or, host 1 with --mem cuda, at the same offsets in their host mirrors. */
+static void place(const op_t *x, int inplace, int iter, int host, uint8_t **s,
+                  uint8_t **r) {
   size_t total =
       x->sh.sendcount > x->sh.recvcount ? x->sh.sendcount : x->sh.recvcount;
   total *= x->sh.ts;
   size_t steps = total ? x->bu->bytes / total : 1;
   size_t shift = steps ? total * ((size_t)iter % steps) : 0;
-  uint8_t *sb = (uint8_t *)x->bu->sbuf + shift,
-          *rb = (uint8_t *)x->bu->rbuf + shift;
+  uint8_t *sb = (uint8_t *)(host ? x->bu->hs : x->bu->sbuf) + shift,
+          *rb = (uint8_t *)(host ? x->bu->hr : x->bu->rbuf) + shift;
   size_t rank = (size_t)x->b->rank;
   *s = inplace ? rb + x->sh.send_ip * rank * x->sh.ts : sb;
   *r = inplace ? rb + x->sh.recv_ip * rank * x->sh.ts : rb;
+}
+
+static void buffers_for(const op_t *x, int inplace, int iter, uint8_t **s,
+                        uint8_t **r) {
+  place(x, inplace, iter, 0, s, r);
 }
 
 static void start(const op_t *x, int inplace, int iter) {
@@ -233,20 +273,42 @@ static void complete(const op_t *x) {
     RUN(x->b, x->b->sync(x->b), "synchronize");
 }
 
-/* Fresh inputs for iteration 0 of this placement; the output poisoned. */
+static void cuda_die(const op_t *x, const char *what) {
+  fprintf(stderr, "sharc-bench: rank %d: %s: %s\n", x->b->rank, what,
+          bench_cuda_error());
+  exit(2);
+}
+
+/* Fresh inputs for iteration 0 of this placement; the output poisoned.
+ * --mem cuda: written on the host mirror, then copied in (the mirror's
+ * final state, so the in-place overlap of send and receive is kept). */
 static void init_data(const op_t *x, int inplace) {
   uint8_t *s, *r;
-  buffers_for(x, inplace, 0, &s, &r);
+  int dev = x->bu->cuda;
+  place(x, inplace, 0, dev, &s, &r);
   int rank = x->b->rank, n = x->b->nranks;
-  memset(r, 0xa5, x->sh.recvcount * x->sh.ts);
-  if (x->c == C_BC && rank != x->root)
-    return;
-  data_fill(s, x->sh.sendcount, 0, x->dt, x->op, x->c, rank, n);
+  size_t rb = x->sh.recvcount * x->sh.ts, sb = x->sh.sendcount * x->sh.ts;
+  memset(r, 0xa5, rb);
+  int fill = !(x->c == C_BC && rank != x->root);
+  if (fill)
+    data_fill(s, x->sh.sendcount, 0, x->dt, x->op, x->c, rank, n);
+  if (dev) {
+    uint8_t *ds, *dr;
+    place(x, inplace, 0, 0, &ds, &dr);
+    if (bench_cuda_copy(dr, r, rb) || (fill && bench_cuda_copy(ds, s, sb)))
+      cuda_die(x, "inputs to the device");
+  }
 }
 
 static int64_t check_data(const op_t *x, int inplace) {
   uint8_t *s, *r;
-  buffers_for(x, inplace, 0, &s, &r);
+  place(x, inplace, 0, x->bu->cuda, &s, &r);
+  if (x->bu->cuda) {
+    uint8_t *ds, *dr;
+    place(x, inplace, 0, 0, &ds, &dr);
+    if (bench_cuda_copy(r, dr, x->sh.recvcount * x->sh.ts))
+      cuda_die(x, "results from the device");
+  }
   static int corrupt = -1;
   if (corrupt < 0) {
     const char *e = getenv("SHARC_BENCH_CORRUPT");

@@ -2,6 +2,12 @@
  * bench_sharc.c - the sharc backend of sharc-bench: collectives enqueued on
  * one sharc stream (-z 0, the nccl-tests way: back to back, then an event
  * and a synchronize) or called blocking with stream NULL (-z 1).
+ *
+ * --mem cuda: the stream is sharc_stream_create_cuda over the bench's
+ * cudaStream_t (NCCL semantics, the staged path: copies through pinned host
+ * memory, no kernel); -z 0 enqueues back to back, then waits with
+ * sharc_stream_synchronize and cudaStreamSynchronize; -z 1 enqueues one and
+ * waits for it (a blocking sharc call takes host memory only).
  */
 #include <stdlib.h>
 
@@ -11,6 +17,7 @@ typedef struct {
   sharc_comm_t comm;
   sharc_stream_t stream;
   sharc_event_t event;
+  int cuda; /* stream is bound to the bench's cudaStream_t */
 } sharc_ctx_t;
 
 static int sh_supports(backend_t *b, coll_t c, sharc_dtype_t dt, int op) {
@@ -18,10 +25,9 @@ static int sh_supports(backend_t *b, coll_t c, sharc_dtype_t dt, int op) {
   return 1;
 }
 
-static int sh_coll(backend_t *b, coll_t c, const void *s, void *r, size_t count,
-                   sharc_dtype_t dt, sharc_op_t op, int root, int blocking) {
-  sharc_ctx_t *x = b->ctx;
-  sharc_stream_t st = blocking ? NULL : x->stream;
+static int enqueue(sharc_ctx_t *x, coll_t c, const void *s, void *r,
+                   size_t count, sharc_dtype_t dt, sharc_op_t op, int root,
+                   sharc_stream_t st) {
   switch (c) {
   case C_AG:
     return sharc_all_gather(s, r, count, dt, x->comm, st);
@@ -34,8 +40,33 @@ static int sh_coll(backend_t *b, coll_t c, const void *s, void *r, size_t count,
   }
 }
 
+static int sh_coll(backend_t *b, coll_t c, const void *s, void *r, size_t count,
+                   sharc_dtype_t dt, sharc_op_t op, int root, int blocking) {
+  sharc_ctx_t *x = b->ctx;
+  sharc_stream_t st = blocking && !x->cuda ? NULL : x->stream;
+  int rc = enqueue(x, c, s, r, count, dt, op, root, st);
+  return rc || !(blocking && x->cuda) ? rc : b->sync(b);
+}
+
+static int sh_host_coll(backend_t *b, coll_t c, const void *s, void *r,
+                        size_t count, sharc_dtype_t dt, sharc_op_t op,
+                        int root) {
+  return enqueue(b->ctx, c, s, r, count, dt, op, root, NULL);
+}
+
+/* On a CUDA stream an event records host-side completion only: wait for
+ * the stream (host work, then the cudaStream_t) and for the cudaStream_t. */
 static int sh_sync(backend_t *b) {
   sharc_ctx_t *x = b->ctx;
+  if (x->cuda) {
+    int st = sharc_stream_synchronize(x->stream);
+    if (st == SHARC_OK && bench_cuda_sync()) {
+      fprintf(stderr, "sharc-bench: rank %d: %s\n", b->rank,
+              bench_cuda_error());
+      return SHARC_ERR_CUDA;
+    }
+    return st;
+  }
   int st = sharc_event_record(x->event, x->stream);
   return st ? st : sharc_event_synchronize(x->event);
 }
@@ -57,7 +88,6 @@ static void sh_finalize(backend_t *b) {
 }
 
 int bench_sharc_init(backend_t *b, const opts_t *o) {
-  (void)o;
   sharc_ctx_t *x = calloc(1, sizeof *x);
   if (!x)
     return SHARC_ERR_NO_MEM;
@@ -68,21 +98,34 @@ int bench_sharc_init(backend_t *b, const opts_t *o) {
     free(x);
     return st;
   }
-  if ((st = sharc_stream_create(&x->stream)) != SHARC_OK ||
-      (st = sharc_event_create(&x->event)) != SHARC_OK) {
-    fprintf(stderr, "sharc-bench: stream/event: %s\n", sharc_status_name(st));
-    return st;
-  }
   sharc_comm_rank(x->comm, &b->rank);
   sharc_comm_size(x->comm, &b->nranks);
   sharc_comm_nhosts(x->comm, &b->nhosts);
   sharc_comm_local_rank(x->comm, &b->local_rank);
+  /* --mem cuda: the device (local rank % devices) and the bench's
+   * cudaStream_t exist before the stream bound to it */
+  x->cuda = o->cuda;
+  if (o->cuda && bench_cuda_setup(b->local_rank)) {
+    fprintf(stderr, "sharc-bench: rank %d: %s\n", b->rank, bench_cuda_error());
+    return SHARC_ERR_CUDA;
+  }
+  st = o->cuda ? sharc_stream_create_cuda(&x->stream, bench_cuda_stream())
+               : sharc_stream_create(&x->stream);
+  if (st == SHARC_OK)
+    st = sharc_event_create(&x->event);
+  if (st != SHARC_OK) {
+    fprintf(stderr, "sharc-bench: rank %d: %s: %s: %s\n", b->rank,
+            o->cuda ? "sharc_stream_create_cuda" : "stream/event",
+            sharc_status_name(st), sharc_last_error());
+    return st;
+  }
   b->name = "sharc";
   b->ctx = x;
   b->supports = sh_supports;
   b->coll = sh_coll;
   b->sync = sh_sync;
   b->barrier = sh_barrier;
+  b->host_coll = sh_host_coll;
   b->last_error = sh_last_error;
   b->finalize = sh_finalize;
   return 0;

@@ -5,7 +5,12 @@
 # staged device-memory collectives gpu.coll.n2/n3/n4, gpu.coll.tcp.n2,
 # gpu.coll.hostfn.n3 from tests/mp), unit.test_stream_cuda (must take its
 # with-a-device branch), compute-sanitizer memcheck on test_dev_kernels, and
-# test_dev_kernels --big (indices past 2^31).
+# test_dev_kernels --big (indices past 2^31), then sharc-bench on device
+# memory: `all --mem cuda` with 2 and 4 ranks on the GPU (tables in
+# bench_cuda_n{2,4}.log, rows in bench_cuda_n{2,4}.json), NCCL with 1 rank
+# and --compare nccl with 2 ranks (bench_nccl_*: recorded, but a failure or
+# skip there does not fail the run: NCCL before 2.30 refuses 2 ranks on one
+# GPU). SHARC_GPU_BENCH=0 skips the bench runs.
 # Every step's output goes to $OUT/<step>.log, the status of each to
 # $OUT/summary.txt; the exit status is 0 only if every step passed.
 #
@@ -41,6 +46,15 @@ step() {
   return "$rc"
 }
 note() { echo "$*" | tee -a "$summary"; }
+# optional NAME CMD...: as step, but its failure is only recorded.
+optional() {
+  local f=$failed
+  step "$@"
+  local rc=$?
+  failed=$f
+  [ "$rc" -eq 0 ] || note "${1}: rc=$rc recorded, not counted as a failure"
+  return 0
+}
 
 note "device_run: $(date -u +%FT%TZ) on $(hostname), source $(git describe --always --dirty 2>/dev/null || echo '(no git)')"
 if command -v nvidia-smi >/dev/null; then
@@ -83,6 +97,22 @@ if step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     step big "$test_bin" --big
   else
     note "big        not run (SHARC_GPU_BIG=0)"
+  fi
+  if [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
+    run=$build/sharcrun bench=$build/bench/sharc-bench
+    # -n 10 -w 2: the staged path at 128 MiB takes tens of ms per call;
+    # the four runs together stay within a few minutes
+    bargs=(all -b 8 -e 256M -f 4 -n 10 -w 2 -T 300 --mem cuda)
+    for n in 2 4; do
+      step "bench_cuda_n$n" timeout 600 "$run" -n "$n" --timeout 590 "$bench" \
+        "${bargs[@]}" -J "$out/bench_cuda_n$n.json"
+    done
+    optional bench_nccl_n1 timeout 300 "$run" -n 1 --timeout 290 "$bench" \
+      "${bargs[@]}" --backend nccl -J "$out/bench_nccl_n1.json"
+    optional bench_nccl_cmp_n2 timeout 600 "$run" -n 2 --timeout 590 \
+      "$bench" "${bargs[@]}" --compare nccl -J "$out/bench_nccl_cmp_n2.json"
+  else
+    note "bench      not run (SHARC_GPU_BENCH=0)"
   fi
 else
   note "configure or build failed: tests not run"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # sharc-bench end to end: nccl-tests layout, validation, JSON, the corruption
-# switch, (mode mpi) --compare mpi under mpirun, and (mode hydra) sharc
-# started by MPICH's mpiexec.
-#   bench_test.sh SHARCRUN SHARC_BENCH [core|mpi|hydra]
+# switch, (mode mpi) --compare mpi under mpirun, (mode hydra) sharc
+# started by MPICH's mpiexec, and (mode cuda) --mem cuda: 2 ranks on the
+# GPU, or exit 77 with the bench's SKIP line where there is none.
+#   bench_test.sh SHARCRUN SHARC_BENCH [core|mpi|hydra|cuda]
 # Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 set -u
 run=$1 bench=$2 mode=${3:-core}
@@ -64,6 +65,31 @@ if [ "$mode" = hydra ]; then
   exit 0
 fi
 
+# mode cuda: device memory through the staged path (sharc_stream_create_cuda)
+if [ "$mode" = cuda ]; then
+  export SHARC_TIMEOUT=30
+  "$run" -n 2 --no-prefix --timeout 100 "$bench" all_reduce --mem cuda -b 8 \
+    -e 1K -f 4 -n 2 -w 1 -J "$tmp/d.json" >"$tmp/d.out" 2>&1
+  rc=$?
+  if [ $rc -eq 77 ]; then
+    grep -q '^SKIP: no CUDA device (.*)$' "$tmp/d.out" ||
+      { cat "$tmp/d.out"; fail "exit 77 without a 'SKIP: no CUDA device (why)' line"; }
+    [ "$(grep -c '^SKIP' "$tmp/d.out")" = 1 ] || fail "SKIP printed by more than rank 0"
+    grep '^SKIP' "$tmp/d.out"
+    exit 77
+  fi
+  [ $rc -eq 0 ] || { cat "$tmp/d.out"; fail "--mem cuda exited $rc (want 0, or 77 without a GPU)"; }
+  cat "$tmp/d.out"
+  grep -q '^# Out of bounds values : 0 OK$' "$tmp/d.out" || fail "no OK table"
+  grep -q 'device memory (cudaMalloc' "$tmp/d.out" || fail "preamble does not say device memory"
+  grep -q '^# Limits: GPU device-to-device copy [0-9.]* GB/s' "$tmp/d.out" || fail "no GPU limit line"
+  read -r rows wrong < <(parse "$tmp/d.out")
+  [ "$rows" = 4 ] && [ "$wrong" = 0 ] || fail "rows $rows wrong $wrong (want 4, 0)"
+  python3 -m json.tool "$tmp/d.json" >/dev/null || fail "JSON invalid"
+  echo "PASS: --mem cuda ($rows rows)"
+  exit 0
+fi
+
 export SHARC_TIMEOUT=30
 args=(all -b 8 -e 256K -f 8 -n 2 -w 1 -c 1 --limits 0)
 "$run" -n 2 --no-prefix --timeout 50 "$bench" "${args[@]}" -J "$tmp/r.json" >"$tmp/ok.out" 2>&1
@@ -96,6 +122,6 @@ read -r rows wrong < <(parse "$tmp/bad.out")
 # bad usage: exit 2 with a message
 "$run" -n 1 --no-prefix "$bench" all_reduce -a 7 >"$tmp/use.out" 2>&1
 [ $? -eq 2 ] && grep -q -- "-a takes" "$tmp/use.out" || fail "bad -a not refused"
-"$run" -n 1 --no-prefix "$bench" all_reduce --mem cuda >"$tmp/cuda.out" 2>&1
-[ $? -eq 2 ] && grep -q "mem cuda" "$tmp/cuda.out" || fail "--mem cuda not refused clearly"
+"$run" -n 1 --no-prefix "$bench" all_reduce --backend nccl >"$tmp/nccl.out" 2>&1
+[ $? -eq 2 ] && grep -q "pass --mem cuda" "$tmp/nccl.out" || fail "--backend nccl without --mem cuda not refused clearly"
 echo "PASS: sharc-bench ($rows rows; corrupted run: #wrong $wrong, exit $rc)"

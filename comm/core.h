@@ -122,6 +122,9 @@ const char *err_last(void);
     "in place (one copy); 0: always copy through the FIFO")                    \
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
+  X(TCP_DIRECT_BYTES, "SHARC_TCP_DIRECT_BYTES", "262144",                      \
+    "tcp sends of at least this many bytes skip the tx staging FIFO: the "     \
+    "progress thread sends from the user buffer (0: always stage)")            \
   X(IB_HCA, "SHARC_IB_HCA", "",                                                \
     "RDMA devices/ports to use, NCCL_IB_HCA syntax: mlx5_0:1,mlx5_1 "          \
     "(prefixes), =name (exact), ^name (exclude); empty: the active port "      \

@@ -28,6 +28,18 @@
  * socket that ends without a goodbye means the peer died: comm_fail at once.
  * A data socket that ends only makes that FIFO report PEER_LOST (lazily, from
  * check()) once its received bytes are consumed.
+ *
+ * Direct sends (at least SHARC_TCP_DIRECT_BYTES, not under SHARC_FAULT):
+ * staging costs a memcpy per byte on each side on top of the kernel's two
+ * copies (bench/results/tcp_throughput.md), so a large send skips the tx
+ * ring: send_begin hands the user buffer to the progress thread, which
+ * send()s from it once the ring has drained (order), then the zero padding
+ * the staged path would have sent, and clears tx_direct when the kernel has
+ * every byte (send_done). The wire is unchanged, so the receiver does not
+ * know or care. Receives still go through the rx ring (recv_begin says
+ * "inline"): a version that let the executor recv() into its buffers
+ * desynchronised streams under tests/mp/coll_check with 3-4 ranks and was
+ * taken out; see tcp_throughput.md.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -42,6 +54,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "exec.h"
 #include "fault.h"
 #include "net.h"
 
@@ -91,6 +104,12 @@ typedef struct tcp_pair {
   _Atomic int rx_eof; /* no more bytes will arrive */
   _Atomic int tx_dead; /* bytes can no longer be sent */
   _Atomic int err;     /* errno that ended the socket, 0 for EOF */
+  /* Direct sends: the progress thread sends tx_src, then zero padding up to
+   * tx_wire; fields written by the executor before it sets tx_direct. */
+  _Atomic int tx_direct;
+  const uint8_t *tx_src;
+  size_t tx_bytes, tx_wire;
+  size_t tx_off; /* progress thread only */
 } tcp_pair_t;
 
 typedef struct {
@@ -120,7 +139,8 @@ typedef struct {
 struct tcp_state {
   struct sharc_comm *comm;
   size_t fifo_bytes;
-  int nchan; /* comm->nchan, at least 1 */
+  size_t direct_bytes; /* SHARC_TCP_DIRECT_BYTES; SIZE_MAX: never */
+  int nchan;           /* comm->nchan, at least 1 */
   int efd;
   pthread_t thread;
   int thread_started;
@@ -190,6 +210,38 @@ static void tcp_recv_release(transport_conn_t *c, size_t bytes) {
   atomic_store(&r->tail, tail + bytes);
   if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1))
     kick(p->st);
+}
+
+/* ---- direct messages (executor side) ------------------------------------ */
+
+static int tcp_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
+  tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
+  ring_t *r = &p->txr;
+  if (bytes < p->st->direct_bytes || fault_enabled())
+    return 0; /* inline: SHARC_FAULT hooks see every staged byte */
+  if (atomic_load(&r->head) != atomic_load(&r->tail))
+    return -1; /* staged bytes of earlier messages go first */
+  p->tx_src = src;
+  p->tx_bytes = bytes;
+  p->tx_wire = exec_wire_bytes(bytes);
+  p->tx_off = 0;
+  atomic_store(&p->tx_direct, 1); /* publishes the fields above */
+  if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1))
+    kick(p->st);
+  return 1;
+}
+
+static int tcp_send_done(transport_conn_t *c) {
+  return !atomic_load(&((tcp_conn_t *)c)->pair->tx_direct);
+}
+
+/* Receives always go through the rx ring (see the top). */
+static int tcp_recv_begin(transport_conn_t *c, size_t bytes,
+                          const void **direct) {
+  (void)c;
+  (void)bytes;
+  *direct = NULL;
+  return 0;
 }
 
 /* ---- pairs ------------------------------------------------------------- */
@@ -387,6 +439,15 @@ static void do_recv(struct tcp_state *st, tcp_pair_t *p) {
   }
 }
 
+static const uint8_t zero_pad[64];
+
+/* A direct send is in progress and may go on: after a failure the executor
+ * has left and the buffer may be gone, so it is not touched again. */
+static int direct_live(struct tcp_state *st, tcp_pair_t *p) {
+  return atomic_load_explicit(&p->tx_direct, memory_order_acquire) &&
+         !atomic_load_explicit(&st->comm->fail.failed, memory_order_relaxed);
+}
+
 static void do_send(struct tcp_state *st, tcp_pair_t *p) {
   ring_t *r = &p->txr;
   int freed = 0, err = 0;
@@ -395,9 +456,26 @@ static void do_send(struct tcp_state *st, tcp_pair_t *p) {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
     size_t off = (size_t)tail & (r->size - 1);
     size_t want = SHARC_MIN((size_t)(head - tail), r->size - off);
+    const uint8_t *src = r->buf + off;
+    int direct = want == 0 && direct_live(st, p);
+    if (direct) { /* the payload from the user's buffer, then the padding */
+      src = p->tx_off < p->tx_bytes ? p->tx_src + p->tx_off : zero_pad;
+      want = p->tx_off < p->tx_bytes ? p->tx_bytes - p->tx_off
+                                     : p->tx_wire - p->tx_off;
+    }
     if (want == 0)
       break;
-    ssize_t n = send(p->fd, r->buf + off, want, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n = send(p->fd, src, want, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0 && direct) {
+      p->tx_off += (size_t)n;
+      if (p->tx_off == p->tx_wire) {
+        atomic_store(&p->tx_direct, 0);
+        freed = 1; /* the executor waits for this one only */
+      }
+      if ((size_t)n < want)
+        break;
+      continue;
+    }
     if (n > 0) {
       atomic_store_explicit(&r->tail, tail + (uint64_t)n, memory_order_release);
       freed = 1;
@@ -423,10 +501,14 @@ static void do_send(struct tcp_state *st, tcp_pair_t *p) {
 /* Whether the thread has work on ring r: bytes to send (tx) or space to
  * receive into (rx). Runs the armed protocol (see the top): the flag is
  * cleared only when idle, then the counters are read again. */
-static int ring_ready(ring_t *r, int tx) {
+static int ring_ready(ring_t *r, int tx, const tcp_pair_t *p) {
   for (int pass = 0; pass < 2; pass++) {
     uint64_t used = atomic_load(&r->head) - atomic_load(&r->tail);
-    if (tx ? used > 0 : used < r->size) {
+    /* tx: a direct send counts as bytes to send (the executor publishes
+     * tx_direct before it reads `armed`, as with head) */
+    int direct = tx && atomic_load(&p->tx_direct) &&
+                 !atomic_load(&p->st->comm->fail.failed);
+    if (tx ? used > 0 || direct : used < r->size) {
       if (pass)
         atomic_store(&r->armed, 1);
       return 1;
@@ -439,9 +521,9 @@ static int ring_ready(ring_t *r, int tx) {
 
 static short pair_events(tcp_pair_t *p) {
   short ev = 0;
-  if (!atomic_load(&p->rx_eof) && ring_ready(&p->rxr, 0))
+  if (!atomic_load(&p->rx_eof) && ring_ready(&p->rxr, 0, p))
     ev |= POLLIN;
-  if (!atomic_load(&p->tx_dead) && ring_ready(&p->txr, 1))
+  if (!atomic_load(&p->tx_dead) && ring_ready(&p->txr, 1, p))
     ev |= POLLOUT;
   return ev;
 }
@@ -695,6 +777,9 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
   struct tcp_state *st = calloc(1, sizeof *st);
   if (!st)
     return comm_error(comm, SHARC_ERR_NO_MEM, "tcp: out of memory");
+  int64_t direct = param_int(PARAM_TCP_DIRECT_BYTES);
+  /* at least 64: a direct message is never empty */
+  st->direct_bytes = direct <= 0 ? SIZE_MAX : SHARC_MAX((size_t)direct, 64);
   st->comm = comm;
   st->nchan = nchan;
   st->fifo_bytes = fifo;
@@ -727,7 +812,10 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
   }
   st->thread_started = 1;
   comm->tcp = st;
-  INFO(SUB_NET, "tcp: ready, %d channel(s), FIFOs of %zu bytes", nchan, fifo);
+  INFO(SUB_NET,
+       "tcp: ready, %d channel(s), FIFOs of %zu bytes, direct sends from %zu "
+       "bytes",
+       nchan, fifo, st->direct_bytes);
   return SHARC_OK;
 }
 
@@ -964,6 +1052,9 @@ const transport_t transport_tcp = {
     .send_commit = tcp_send_commit,
     .recv_avail = tcp_recv_avail,
     .recv_release = tcp_recv_release,
+    .send_begin = tcp_send_begin,
+    .send_done = tcp_send_done,
+    .recv_begin = tcp_recv_begin,
     .check = tcp_check,
     .notify_abort = tcp_notify_abort,
     .teardown = tcp_teardown,

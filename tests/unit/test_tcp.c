@@ -2,10 +2,13 @@
  * test_tcp.c - the tcp transport in one process: the transport contract
  * (transport_contract.h: streams, abort notices, clean goodbye, peer loss)
  * plus tcp's own hello checks, with stray connections on a listener while
- * the streams flow.
+ * the streams flow, and direct sends (from the caller's buffer) mixed with
+ * staged ones.
  */
 #include "unit/expect.h"
 #include "unit/transport_contract.h"
+
+#include "exec.h"
 
 /* ---- stray connections ------------------------------------------------- */
 
@@ -58,12 +61,213 @@ static int strays(struct sharc_comm **cs, int n) {
   return ok;
 }
 
+/* ---- direct messages ---------------------------------------------------- */
+
+/* Message sizes around SHARC_TCP_DIRECT_BYTES (default 256 KiB), larger
+ * than the 4 MiB staging ring, and not multiples of the 64-byte padding. */
+static const size_t dsizes[] = {1,        262144, 300001,          64,
+                                5u << 20, 100,    (8u << 20) + 3,  262143,
+                                1u << 20, 7,      (3u << 20) + 65, 262208};
+#define NDSIZE (sizeof dsizes / sizeof dsizes[0])
+#define NDMSG (3 * NDSIZE) /* every size in every mode combination */
+#define DSLICE ((size_t)262144)
+
+typedef struct {
+  struct sharc_comm *comm;
+  transport_conn_t *c;
+  int ok;
+  char why[300];
+} dworker_t;
+
+/* Waits on the doorbell seen before the last attempt, up to the deadline. */
+static int dwait(struct sharc_comm *comm, uint32_t seen, uint64_t deadline) {
+  if (time_ns() > deadline)
+    return 0;
+  comm_wait(comm, seen, 100000000ull);
+  return 1;
+}
+
+/* Message i: the sender goes direct unless i % 3 == 2 (it then stages it,
+ * as under SHARC_FAULT); the receiver calls recv_begin unless i % 2 == 1
+ * and takes what it offers (tcp: inline; 2 would mean recv_copy). The wire
+ * is the same either way. */
+static void *dsender(void *arg) {
+  dworker_t *w = arg;
+  uint64_t dl = time_ns() + 60000000000ull;
+  uint8_t *buf = malloc((9u << 20) + 64);
+  for (size_t i = 0; i < NDMSG && buf; i++) {
+    size_t bytes = dsizes[i % NDSIZE], wire = exec_wire_bytes(bytes);
+    stream_t s = {w->c, (uint32_t)(i * 7919 % PRIME), 0, bytes};
+    pattern(&s, buf, bytes, 0);
+    int r = 0;
+    if (i % 3 != 2) {
+      for (;;) {
+        uint32_t seen = atomic_load(&w->comm->wake->doorbell);
+        if ((r = tp->send_begin(w->c, buf, bytes)) >= 0)
+          break;
+        if (!dwait(w->comm, seen, dl))
+          goto timeout;
+      }
+    }
+    if (r == 1) { /* the buffer stays ours until send_done */
+      for (;;) {
+        uint32_t seen = atomic_load(&w->comm->wake->doorbell);
+        if (tp->send_done(w->c))
+          break;
+        if (!dwait(w->comm, seen, dl))
+          goto timeout;
+      }
+      memset(buf, 0xee, bytes); /* reusing it cannot change what was sent */
+      continue;
+    }
+    for (size_t done = 0; done < wire;) {
+      uint32_t seen = atomic_load(&w->comm->wake->doorbell);
+      void *p;
+      size_t k = SHARC_MIN(tp->send_space(w->c, &p), wire - done);
+      if (k) {
+        if (done < bytes)
+          memcpy(p, buf + done, SHARC_MIN(k, bytes - done));
+        tp->send_commit(w->c, k);
+        done += k;
+      } else if (!dwait(w->comm, seen, dl)) {
+        goto timeout;
+      }
+    }
+  }
+  w->ok = buf != NULL;
+  free(buf);
+  return NULL;
+timeout:
+  snprintf(w->why, sizeof w->why, "sender: no progress for 60 s");
+  free(buf);
+  return NULL;
+}
+
+static void *dreceiver(void *arg) {
+  dworker_t *w = arg;
+  uint64_t dl = time_ns() + 60000000000ull;
+  uint8_t *buf = malloc((9u << 20) + 64), *bounce = malloc(DSLICE);
+  for (size_t i = 0; i < NDMSG && buf && bounce; i++) {
+    size_t bytes = dsizes[i % NDSIZE], wire = exec_wire_bytes(bytes);
+    stream_t s = {w->c, (uint32_t)(i * 7919 % PRIME), 0, bytes};
+    const void *direct = NULL;
+    if (i % 4 == 0)
+      usleep(20000); /* let the ring fill with the message's start */
+    int r = i % 2 == 1 ? 0 : tp->recv_begin(w->c, bytes, &direct);
+    if (r < 0 || r == 1) {
+      snprintf(w->why, sizeof w->why, "recv_begin returned %d", r);
+      goto out;
+    }
+    if (r == 2) {
+      /* In slices, as the executor does: into place, or (as for a
+       * reduction) into the same bounce buffer each time. */
+      int use_bounce = i % 3 == 0;
+      for (size_t off = 0; off < bytes;) {
+        size_t n = SHARC_MIN(DSLICE, bytes - off);
+        uint8_t *dst = use_bounce ? bounce : buf + off;
+        uint32_t seen = atomic_load(&w->comm->wake->doorbell);
+        if (tp->recv_copy(w->c, dst, off, n) != SHARC_OK) {
+          if (tp->check(w->c) != SHARC_OK) {
+            snprintf(w->why, sizeof w->why, "check: %s", err_last());
+            goto out;
+          }
+          if (!dwait(w->comm, seen, dl))
+            goto timeout;
+          continue;
+        }
+        s.done = off;
+        if (pattern(&s, dst, n, 1)) {
+          snprintf(w->why, sizeof w->why,
+                   "message %zu (%zu bytes, direct): bad bytes in %zu..%zu", i,
+                   bytes, off, off + n);
+          goto out;
+        }
+        off += n;
+      }
+      tp->recv_done(w->c);
+      continue;
+    }
+    for (size_t done = 0; done < wire;) {
+      uint32_t seen = atomic_load(&w->comm->wake->doorbell);
+      const void *p;
+      size_t k = SHARC_MIN(tp->recv_avail(w->c, &p), wire - done);
+      if (k) {
+        if (done < bytes) {
+          s.done = done;
+          if (pattern(&s, (uint8_t *)p, SHARC_MIN(k, bytes - done), 1)) {
+            snprintf(w->why, sizeof w->why,
+                     "message %zu (%zu bytes, staged): bad bytes near %zu", i,
+                     bytes, done);
+            goto out;
+          }
+        }
+        tp->recv_release(w->c, k);
+        done += k;
+      } else if (!dwait(w->comm, seen, dl)) {
+        goto timeout;
+      }
+    }
+  }
+  w->ok = buf && bounce;
+  goto out;
+timeout:
+  snprintf(w->why, sizeof w->why, "receiver: no progress for 60 s");
+out:
+  free(buf);
+  free(bounce);
+  return NULL;
+}
+
+/* Both directions at once on both channels: rank 0 -> 1 and 1 -> 0. */
+static void direct_messages(void) {
+  struct sharc_comm *cs[2];
+  make_comms(cs, 2, 0x3003, 0x33);
+  for (int r = 0; r < 2; r++)
+    EXPECT(tp->setup(cs[r]) == SHARC_OK, "%s", err_last());
+  EXPECT(tp->send_begin && tp->send_done && tp->recv_begin,
+         "tcp has no direct-send hooks");
+  uint64_t dl = time_ns() + 5000000000ull;
+  dworker_t w[2 * 2 * NCHAN];
+  pthread_t th[2 * 2 * NCHAN];
+  int nw = 0;
+  uint64_t t0 = time_ns();
+  for (int r = 0; r < 2; r++)
+    for (int ch = 0; ch < NCHAN; ch++) {
+      dworker_t *tx = &w[nw], *rx = &w[nw + 1];
+      *tx = (dworker_t){cs[r], NULL, 0, {0}};
+      *rx = (dworker_t){cs[1 - r], NULL, 0, {0}};
+      EXPECT(tp->connect(cs[r], 1 - r, ch, 1, dl, &tx->c) == SHARC_OK, "%s",
+             err_last());
+      EXPECT(tp->connect(cs[1 - r], r, ch, 0, dl, &rx->c) == SHARC_OK, "%s",
+             err_last());
+      if (!tx->c || !rx->c)
+        return;
+      pthread_create(&th[nw], NULL, dsender, tx);
+      pthread_create(&th[nw + 1], NULL, dreceiver, rx);
+      nw += 2;
+    }
+  for (int i = 0; i < nw; i++) {
+    pthread_join(th[i], NULL);
+    EXPECT(w[i].ok, "%s %d: %s", i % 2 ? "receiver" : "sender", i / 2,
+           w[i].why);
+  }
+  for (int r = 0; r < 2; r++)
+    EXPECT(!atomic_load(&cs[r]->fail.failed), "rank %d failed: %s", r,
+           BROKEN(cs[r]));
+  printf("tcp: %zu direct and staged messages each way on %d channels in "
+         "%.2f s\n",
+         (size_t)NDMSG, NCHAN, (double)(time_ns() - t0) / 1e9);
+  for (int r = 0; r < 2; r++)
+    free_comm(cs[r]);
+}
+
 int main(void) {
   pattern_init();
   tp = &transport_tcp;
   setenv("SHARC_DEBUG", "NONE", 0); /* the drops below WARN by design */
   uint64_t t0 = time_ns();
   contract_stream(strays);
+  direct_messages();
   contract_goodbye();
   contract_peer_lost(NCHAN + 1); /* a data socket per channel, one control */
   printf("test_tcp: %d passed, %d failed (%.1f s)\n", passed, failed,

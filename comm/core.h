@@ -125,6 +125,10 @@ const char *err_last(void);
   X(TCP_DIRECT_BYTES, "SHARC_TCP_DIRECT_BYTES", "262144",                      \
     "tcp sends of at least this many bytes skip the tx staging FIFO: the "     \
     "progress thread sends from the user buffer (0: always stage)")            \
+  X(CUDA_RELEASE, "SHARC_CUDA_RELEASE", "auto",                                \
+    "how a CUDA stream waits for a staged collective: auto "                   \
+    "(cuStreamWaitValue32 where the driver has it) or hostfn (a blocking "     \
+    "cudaLaunchHostFunc; for testing that fallback)")                          \
   X(IB_HCA, "SHARC_IB_HCA", "",                                                \
     "RDMA devices/ports to use, NCCL_IB_HCA syntax: mlx5_0:1,mlx5_1 "          \
     "(prefixes), =name (exact), ^name (exclude); empty: the active port "      \

@@ -216,9 +216,8 @@ static void leave_device(int prev) {
  * that refuses the first wait anyway (CUDA_ERROR_NOT_SUPPORTED) switches the
  * stream to the fallback then (dev_stage). */
 static wait_value32_fn find_wait_value32(int dev, char *why, size_t n) {
-  /* Not in the tunables registry (core.h) yet: a switch for testing the
-   * fallback on GPUs that have the wait. */
-  const char *mode = getenv("SHARC_CUDA_RELEASE");
+  /* SHARC_CUDA_RELEASE=hostfn tests the fallback on GPUs with the wait. */
+  const char *mode = param_str(PARAM_CUDA_RELEASE);
   if (mode && !strcmp(mode, "hostfn")) {
     snprintf(why, n, "SHARC_CUDA_RELEASE=hostfn");
     return NULL;

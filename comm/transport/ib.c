@@ -853,14 +853,16 @@ static sharc_status_t ib_setup(struct sharc_comm *comm) {
                    comm->nranks);
     goto fail;
   }
+  /* Published before the thread starts: its comm_fail reads comm->ib. */
+  comm->ib = st;
   int e = pthread_create(&st->thread, NULL, progress_main, st);
   if (e) {
+    comm->ib = NULL;
     s = comm_error(comm, SHARC_ERR_SYSTEM,
                    "ib: cannot start the progress thread: %s", strerror(e));
     goto fail;
   }
   st->thread_started = 1;
-  comm->ib = st;
   gpu_note();
   char g[64];
   INFO(SUB_NET,

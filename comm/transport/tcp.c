@@ -804,14 +804,16 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
     state_free(st);
     return comm_error(comm, SHARC_ERR_SYSTEM, "tcp: eventfd: %s", strerror(e));
   }
+  /* Published before the thread starts: its comm_fail reads comm->tcp. */
+  comm->tcp = st;
   int e = pthread_create(&st->thread, NULL, progress_main, st);
   if (e) {
+    comm->tcp = NULL;
     state_free(st);
     return comm_error(comm, SHARC_ERR_SYSTEM,
                       "tcp: cannot start the progress thread: %s", strerror(e));
   }
   st->thread_started = 1;
-  comm->tcp = st;
   INFO(SUB_NET,
        "tcp: ready, %d channel(s), FIFOs of %zu bytes, direct sends from %zu "
        "bytes",

@@ -28,7 +28,9 @@ typedef struct work {
   coll_call_t call;
   void (*host_fn)(void *); /* non-NULL: a host function, not a collective */
   void *host_arg;
-  dev_work_t dev; /* dev.ds non-NULL: a call staged for a CUDA stream */
+  /* a call staged for a CUDA stream: its state, stored right after the
+   * item (host streams: NULL, so their items stay small) */
+  dev_work_t *dev;
 } work_t;
 
 struct sharc_stream {
@@ -92,7 +94,7 @@ static void *stream_main(void *arg) {
       batch = w->next;
       sharc_status_t st = SHARC_OK;
       const char *msg = NULL;
-      if (w->dev.ds && (st = dev_ready(&w->dev)) != SHARC_OK) {
+      if (w->dev && (st = dev_ready(w->dev)) != SHARC_OK) {
         msg = err_last(); /* the send data never reached staging */
         coll_skip(&w->call);
       } else if (w->host_fn) { /* runs even after an error: it may free */
@@ -109,7 +111,8 @@ static void *stream_main(void *arg) {
         snprintf(s->err_msg, sizeof s->err_msg, "%s", msg);
         pthread_mutex_unlock(&s->lock);
       }
-      dev_release(&w->dev); /* always: the CUDA stream waits for it */
+      if (w->dev)
+        dev_release(w->dev); /* always: the CUDA stream waits for it */
       free(w);
       complete_one(s);
     }
@@ -166,7 +169,7 @@ static sharc_status_t push(struct sharc_stream *s, work_t *w);
 int stream_is_cuda(sharc_stream_t s) { return s && s->dev; }
 
 sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
-  work_t *w = malloc(sizeof *w);
+  work_t *w = malloc(sizeof *w + (s->dev ? sizeof(dev_work_t) : 0));
   if (!w) {
     coll_call_t skip = *call;
     coll_skip(&skip); /* keep the comm's order moving */
@@ -176,14 +179,15 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
   w->call = *call;
   w->host_fn = NULL;
   w->host_arg = NULL;
-  w->dev.ds = NULL;
+  w->dev = NULL;
   if (!s->dev)
     return push(s, w);
+  w->dev = (dev_work_t *)(w + 1); /* work_t's size keeps pointer alignment */
   /* CUDA-bound: the worker must see the calls in the order their releases
    * were queued on the CUDA stream, whichever thread enqueues. */
   pthread_mutex_lock(&s->enq_lock);
-  sharc_status_t st = dev_stage(s->dev, &w->call, &w->dev);
-  int queued = st == SHARC_OK || w->dev.ds; /* the CUDA stream waits for it */
+  sharc_status_t st = dev_stage(s->dev, &w->call, w->dev);
+  int queued = st == SHARC_OK || w->dev->ds; /* the CUDA stream waits for it */
   if (queued)
     push(s, w); /* w belongs to the worker now */
   pthread_mutex_unlock(&s->enq_lock);

@@ -84,6 +84,7 @@ static void comm_free(struct sharc_comm *c) {
   free(c->ring_order);
   free(c->tp);
   free(c->tmp);
+  sched_cache_free(&c->sched_cache);
   pthread_mutex_destroy(&c->err_lock);
   pthread_mutex_destroy(&c->order_lock);
   pthread_cond_destroy(&c->order_cond);

@@ -12,6 +12,7 @@
 #include "bootstrap.h"
 #include "core.h"
 #include "recorder.h"
+#include "schedule.h"
 #include "transport.h"
 
 /* Per-rank wake-up word: a blocked executor sleeps on `doorbell` with a
@@ -103,6 +104,10 @@ struct sharc_comm {
   /* scratch for algorithms (TMP buffer) */
   void *tmp;
   size_t tmp_bytes;
+
+  /* schedules of recent call shapes (coll.c); used only by the thread
+   * whose turn it is, so the order_lock handoff orders its accesses */
+  sched_cache_t sched_cache;
 };
 
 typedef struct sharc_comm sharc_comm_s;

@@ -5,10 +5,13 @@
  * Rounds run one after another; within a round every operation advances as
  * far as its FIFO allows, at most one slice (SHARC_SLICE_BYTES) per visit,
  * so a send, a receive and a reduction of the same round overlap. When no
- * operation can move, the rank polls SHARC_SPIN times, then sleeps on its
- * doorbell (wake.c); every 100 ms asleep it asks the transports whether the
- * awaited peers are alive, and after SHARC_TIMEOUT seconds without any
- * progress it fails with SHARC_ERR_TIMEOUT naming them.
+ * operation can move, the rank polls a few times with a CPU pause (where
+ * every rank has a core, adaptively), then SHARC_SPIN times with yields,
+ * then sleeps on its doorbell (wake.c); every 100 ms asleep it asks the
+ * transports whether the awaited peers are alive, and after SHARC_TIMEOUT
+ * seconds without any progress it fails with SHARC_ERR_TIMEOUT naming them.
+ * The clock is read at most once per round and then only while idle: the
+ * hot path of a small collective makes no system call and no clock read.
  */
 #include "exec.h"
 
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fault.h"
 #include "reduce.h"
@@ -32,6 +36,73 @@ typedef struct {
 } op_state_t;
 
 #define EXEC_CHECK_INTERVAL_NS 100000000ull /* liveness check period */
+
+/* Polls with a CPU pause before the first sched_yield, when the host has
+ * a core for every rank: a peer running on another core answers within
+ * about a microsecond, and a pause-poll (about 40 ns on the development
+ * VM) sees that without entering the kernel, where a sched_yield costs
+ * 1.2 us even when nothing else is runnable. With more ranks than cores
+ * the peer may be waiting for this core, so the rank yields at once
+ * (DESIGN.md item 7). The pauses come on top of SHARC_SPIN's polls (none
+ * when SHARC_SPIN is 0: block at once).
+ *
+ * The budget adapts per thread, for what the core count cannot tell: other
+ * programs on the cores, or a whole job pinned to fewer cores than ranks.
+ * There the peer runs only after this rank yields, so pausing only delays
+ * it: a wait that outlasts its pauses halves the next waits' budget, one
+ * that ends within them restores the full budget, and while it is cut
+ * every EXEC_PAUSE_PROBE-th wait tries the full budget again. */
+#define EXEC_PAUSE_POLLS 32
+#define EXEC_PAUSE_PROBE 16
+
+typedef struct {
+  int64_t budget;  /* pause polls of the next wait */
+  uint32_t probes; /* waits since the last full-budget probe */
+} pause_state_t;
+static _Thread_local pause_state_t pause_tl = {EXEC_PAUSE_POLLS, 0};
+
+/* Pause polls for a wait that starts now. */
+static int64_t pause_next(void) {
+  pause_state_t *p = &pause_tl;
+  if (p->budget < EXEC_PAUSE_POLLS && ++p->probes >= EXEC_PAUSE_PROBE) {
+    p->probes = 0;
+    return EXEC_PAUSE_POLLS;
+  }
+  return p->budget;
+}
+
+/* A wait given `pauses` pause polls ended after `polls` failed polls. */
+static void pause_learn(int64_t pauses, int64_t polls) {
+  pause_state_t *p = &pause_tl;
+  p->budget = polls <= pauses ? EXEC_PAUSE_POLLS : p->budget / 2;
+}
+
+static inline void cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Cores the ranks of this host can share, read once: the CPUs this
+ * process may run on (a cpuset or taskset of the job), except that a
+ * process bound to a single CPU was most likely bound by its launcher, one
+ * core per rank (mpirun --bind-to core, srun --cpu-bind): then the host's
+ * online CPUs. A job squeezed onto one CPU is left to the adaptive budget. */
+static int host_cpus(void) {
+  static _Atomic int cached;
+  int n = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (n > 0)
+    return n;
+  cpu_set_t set;
+  n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n <= 1)
+    n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  n = n > 0 ? n : 1;
+  atomic_store_explicit(&cached, n, memory_order_relaxed);
+  return n;
+}
 
 static inline uint8_t *buf_at(void *const bufs[3], int which, size_t off,
                               size_t esize) {
@@ -267,14 +338,17 @@ static sharc_status_t check_conns(const op_state_t *sts, size_t n, int *peer) {
 }
 
 /* *published: the peer this rank last published as the one it sleeps on
- * (shm_publish_wait), -1 for none; kept current across rounds. */
+ * (shm_publish_wait), -1 for none; kept current across rounds. start: the
+ * time now (time_ns), read by the caller: the round reads the clock again
+ * only when it idles, never while it moves bytes. */
 static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
                                 size_t r, op_state_t *sts, void *const bufs[3],
                                 sharc_dtype_t dtype, sharc_op_t op,
-                                size_t esize, uint8_t **bounce,
-                                int *published) {
+                                size_t esize, uint8_t **bounce, int *published,
+                                uint64_t start) {
   size_t first = s->round_start[r], n = s->round_start[r + 1] - first;
-  uint64_t deadline = time_ns() + comm->cfg.timeout_ns;
+  /* a connection made now (tcp) gives up on its peer at this deadline */
+  uint64_t deadline = start + comm->cfg.timeout_ns;
   for (size_t i = 0; i < n; i++) {
     const sched_op_t *o = &s->ops[first + i];
     op_state_t *st = &sts[i];
@@ -305,11 +379,22 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
 
   size_t slice = comm->cfg.slice;
   slice -= slice % 64;
-  int64_t spin_max = comm->cfg.spin;
+  /* In each wait the first pause_max idle polls pause, the next ones
+   * yield. */
+  int can_pause = comm->cfg.spin > 0 && comm->local_max <= host_cpus();
+  int64_t pause_max = 0, spin_max = comm->cfg.spin;
   int64_t idle = 0;
-  uint64_t last_progress = time_ns(), last_check = last_progress;
+  /* Progress is timed when the rank next idles: last_progress may then lag
+   * the true last move by one spin phase, which only delays a timeout by
+   * that much, and a moving rank never calls clock_gettime. */
+  uint64_t last_progress = start, last_check = start;
+  int progressed = 0; /* moved since the clock was last read */
   for (;;) {
-    uint32_t seen = atomic_load(&comm->wake->doorbell);
+    /* The doorbell value a sleep compares against must be read before the
+     * poll that finds nothing to do; read it only for a poll whose failure
+     * leads to sleep: peers bump it on every message, so each read is a
+     * cache miss. */
+    uint32_t seen = idle >= spin_max ? atomic_load(&comm->wake->doorbell) : 0;
     size_t moved = 0;
     int pending = 0;
     if (fault_enabled() && *published != -1) {
@@ -327,8 +412,10 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       moved += advance(&sts[i], bufs, esize, dtype, op, slice, bounce);
     }
     if (moved) {
+      if (idle && can_pause)
+        pause_learn(pause_max, idle);
       idle = 0;
-      last_progress = time_ns();
+      progressed = 1;
       if (*published != -1) { /* awake and moving: wait on nobody */
         shm_publish_wait(comm, -1);
         *published = -1;
@@ -339,11 +426,22 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       return SHARC_OK;
     if (atomic_load(&comm->fail.failed))
       return failed_status(comm);
+    if (idle == 0 && can_pause) { /* a wait starts */
+      pause_max = pause_next();
+      spin_max = comm->cfg.spin + pause_max;
+    }
     if (++idle <= spin_max) {
-      sched_yield();
+      if (idle <= pause_max)
+        cpu_pause();
+      else
+        sched_yield();
       continue;
     }
     uint64_t now = time_ns();
+    if (progressed) {
+      last_progress = now;
+      progressed = 0;
+    }
     if (now - last_check >= EXEC_CHECK_INTERVAL_NS) {
       last_check = now;
       shm_poll_notice(comm);
@@ -398,6 +496,12 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
 sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
                         void *const bufs[3], sharc_dtype_t dtype,
                         sharc_op_t op) {
+  return exec_run_at(comm, s, bufs, dtype, op, time_ns());
+}
+
+sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
+                           void *const bufs[3], sharc_dtype_t dtype,
+                           sharc_op_t op, uint64_t now_ns) {
   size_t esize = sharc_dtype_size(dtype);
   size_t maxops = 0;
   for (size_t r = 0; r < s->nrounds; r++)
@@ -410,8 +514,8 @@ sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
   uint8_t *bounce = NULL; /* staging for reductions of cross-memory reads */
   int published = -1;
   for (size_t r = 0; r < s->nrounds && st == SHARC_OK; r++)
-    st =
-        run_round(comm, s, r, sts, bufs, dtype, op, esize, &bounce, &published);
+    st = run_round(comm, s, r, sts, bufs, dtype, op, esize, &bounce, &published,
+                   r == 0 ? now_ns : time_ns());
   /* After a failure the last wait stays published: peers that time out in
    * the same collective follow it through this rank (follow_waits). */
   if (published != -1 && st == SHARC_OK)

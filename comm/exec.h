@@ -10,10 +10,18 @@
 /* Executes s on comm with bufs[SCHED_BUF_SEND/RECV/TMP] (TMP must hold
  * s->tmp_count elements). op SHARC_AVG reduces as a sum (the caller divides).
  * Returns the first error; on a transport failure the comm is marked failed
- * and every peer is told. Blocks without spinning past SHARC_SPIN polls. */
+ * and every peer is told. Blocks after a bounded number of polls: a few
+ * with a CPU pause where every rank of the host has a core, then SHARC_SPIN
+ * with sched_yield. s is only read: a cached schedule can be run by
+ * several calls one after another. */
 sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
                         void *const bufs[3], sharc_dtype_t dtype,
                         sharc_op_t op);
+/* As exec_run, with now_ns a time_ns() the caller has just read (one
+ * clock read fewer per call). */
+sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
+                           void *const bufs[3], sharc_dtype_t dtype,
+                           sharc_op_t op, uint64_t now_ns);
 
 /* Bytes an op of `bytes` occupies in a FIFO: every op starts 64-byte
  * aligned in the stream so elements never straddle the FIFO wrap. */

@@ -4,7 +4,8 @@
  * 0 and counts no rank/chunk count divides, in and out of place, 1 and 2
  * channels, every dtype and op; checks that the simulator rejects broken
  * schedules (FIFO size mismatch, deadlock, hazard, wrong result, forbidden
- * buffer use, incomplete barrier); and checks the cost model's picks.
+ * buffer use, incomplete barrier); checks the cost model's picks and the
+ * schedule cache's lookups and evictions.
  *
  * Exit 0 when all pass. SHARC_TEST_QUICK=1 runs a reduced sweep.
  */
@@ -554,6 +555,80 @@ static void test_pick(void) {
          "one rank costs nothing");
 }
 
+/* ---- schedule cache ---- */
+
+static sched_key_t cache_key(size_t count) {
+  sched_key_t k = {.coll = SCHED_ALL_REDUCE,
+                   .root = 0,
+                   .inplace = 0,
+                   .count = count,
+                   .esize = 4};
+  return k;
+}
+
+/* Builds a tree all-reduce of count elements on rank 1 of 4. */
+static void cache_build(size_t count, sched_t *s) {
+  sched_args_t a = {.coll = SCHED_ALL_REDUCE,
+                    .rank = 1,
+                    .nranks = 4,
+                    .count = count,
+                    .nchan = 1,
+                    .chunk = 16};
+  sched_init(s);
+  sharc_status_t st = sched_build(SCHED_ALGO_TREE, &a, s);
+  EXPECT(st == SHARC_OK, "cache build: %s", err_last());
+}
+
+static void test_cache(void) {
+  sched_cache_t c;
+  memset(&c, 0, sizeof c);
+  sched_key_t k1 = cache_key(1);
+  EXPECT(!sched_cache_get(&c, &k1), "an empty cache misses");
+  sched_t s;
+  cache_build(1, &s);
+  size_t nops = s.nops;
+  const sched_cache_slot_t *e = sched_cache_put(&c, &k1, SCHED_ALGO_TREE, &s);
+  EXPECT(s.ops == NULL && s.nops == 0, "put takes the schedule's memory");
+  EXPECT(e && e->sched.nops == nops && e->algo == SCHED_ALGO_TREE,
+         "put returns the stored schedule");
+  EXPECT(sched_cache_get(&c, &k1) == e, "the same key hits its slot");
+  /* every field of the key tells shapes apart */
+  sched_key_t other[5];
+  for (int i = 0; i < 5; i++)
+    other[i] = k1;
+  other[0].coll = SCHED_BROADCAST;
+  other[1].root = 1;
+  other[2].inplace = 1;
+  other[3].count = 2;
+  other[4].esize = 8;
+  for (int i = 0; i < 5; i++)
+    EXPECT(!sched_cache_get(&c, &other[i]), "key field %d is ignored", i);
+  /* least recently used goes first: fill the cache with counts 1..SLOTS,
+   * touch count 1, insert one more: count 2 is evicted, count 1 stays */
+  for (size_t n = 2; n <= SCHED_CACHE_SLOTS; n++) {
+    sched_key_t k = cache_key(n);
+    cache_build(n, &s);
+    sched_cache_put(&c, &k, SCHED_ALGO_TREE, &s);
+  }
+  EXPECT(sched_cache_get(&c, &k1) == e, "a full cache keeps its slots");
+  sched_key_t kn = cache_key(SCHED_CACHE_SLOTS + 1);
+  cache_build(SCHED_CACHE_SLOTS + 1, &s);
+  sched_cache_put(&c, &kn, SCHED_ALGO_TREE, &s);
+  sched_key_t k2 = cache_key(2);
+  EXPECT(!sched_cache_get(&c, &k2), "the least recently used slot goes");
+  EXPECT(sched_cache_get(&c, &k1) == e, "a recently used slot stays");
+  const sched_cache_slot_t *en = sched_cache_get(&c, &kn);
+  EXPECT(en && en->sched.ops && en->key.count == SCHED_CACHE_SLOTS + 1,
+         "the new shape is cached");
+  for (size_t n = 3; n <= SCHED_CACHE_SLOTS; n++) {
+    sched_key_t k = cache_key(n);
+    EXPECT(sched_cache_get(&c, &k), "count %zu stays cached", n);
+  }
+  sched_cache_free(&c);
+  EXPECT(!sched_cache_get(&c, &k1), "a freed cache is empty");
+  sched_cache_free(&c); /* and may be freed again */
+}
+
 int main(void) {
   setenv("SHARC_DEBUG", "NONE", 0); /* negative tests set errors on purpose */
   const char *q = getenv("SHARC_TEST_QUICK");
@@ -563,6 +638,7 @@ int main(void) {
   test_structure();
   test_negative();
   test_pick();
+  test_cache();
   sweep_main(quick);
   sweep_types(quick);
   sweep_large(quick);

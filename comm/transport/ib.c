@@ -73,20 +73,7 @@
 
 #define MSG_INFO (IBC_USER + 0)
 #define MSG_RTR (IBC_USER + 1)
-#define IMM_DATA 0u
-#define IMM_WANT 1u
-#define IMM_WAKE 2u
-#define M30 ((1u << 30) - 1)
 #define IB_REG_CACHE 64 /* registered user regions kept */
-
-/* The 64-bit value near base (at most 2^30 above it) whose low 30 bits
- * are v. */
-static uint64_t unwrap30(uint64_t base, uint32_t v) {
-  return base + ((v - (uint32_t)base) & M30);
-}
-static uint64_t unwrap32(uint64_t base, uint32_t v) {
-  return base + (uint32_t)(v - (uint32_t)base);
-}
 
 static void kick(struct ib_state *st) {
   uint64_t one = 1;
@@ -94,16 +81,9 @@ static void kick(struct ib_state *st) {
   (void)r; /* EAGAIN: a wake-up is pending already */
 }
 
-static const char *host_of(struct ib_state *st, int peer) {
-  return st->comm->peers[peer].host;
-}
-
 /* Under p->lock. Marks the pair failed and the communicator with it. */
-static void pair_fail(ib_pair_t *p, sharc_status_t s, int failed_rank,
-                      const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void pair_fail(ib_pair_t *p, sharc_status_t s, int failed_rank,
-                      const char *fmt, ...) {
+void ib_pair_fail(ib_pair_t *p, sharc_status_t s, int failed_rank,
+                  const char *fmt, ...) {
   if (atomic_exchange(&p->state, P_FAILED) == P_FAILED)
     return;
   va_list ap;
@@ -140,11 +120,11 @@ static int post_write(ib_pair_t *p, int q, int kind, const void *laddr,
   int rc = ibv_post_send(p->qp[q], &wr, &bad);
   if (rc) {
     struct ib_state *st = p->st;
-    pair_fail(p, SHARC_ERR_NET, -1,
-              "ib: %s port %d: posting a write to rank %d (host %s) on QP "
-              "%d failed: %s (%d of %d send entries in use)",
-              st->dev.name, st->dev.port, p->peer, host_of(st, p->peer), q,
-              strerror(rc), p->sq_used[q], p->sq_depth);
+    ib_pair_fail(p, SHARC_ERR_NET, -1,
+                 "ib: %s port %d: posting a write to rank %d (host %s) on QP "
+                 "%d failed: %s (%d of %d send entries in use)",
+                 st->dev.name, st->dev.port, p->peer, host_of(st, p->peer), q,
+                 strerror(rc), p->sq_used[q], p->sq_depth);
     return rc;
   }
   p->sq_used[q]++;
@@ -162,7 +142,7 @@ static uint64_t credit_now(ib_pair_t *p) {
 
 /* Posts the control writes that are due and fit in QP 0's send queue. The
  * peer must be past RTR: its "rtr" or any write from it says so. */
-static void ctl_flush(ib_pair_t *p) {
+void ib_ctl_flush(ib_pair_t *p) {
   struct ib_state *st = p->st;
   int s = atomic_load(&p->state);
   if (s == P_FAILED || s == P_INIT || !p->got_rtr ||
@@ -204,7 +184,7 @@ static void ctl_flush(ib_pair_t *p) {
 
 /* Posts committed bytes as far as credit, the write window and the send
  * queues allow; asks for credit (WANT) when that is what blocks. */
-static void tx_pump(ib_pair_t *p) {
+void ib_tx_pump(ib_pair_t *p) {
   struct ib_state *st = p->st;
   if (atomic_load(&p->state) != P_READY)
     return;
@@ -254,7 +234,7 @@ static void tx_pump(ib_pair_t *p) {
     credit_blocked = 1;
   if (credit_blocked && !p->want_out)
     p->need_want = 1;
-  ctl_flush(p);
+  ib_ctl_flush(p);
 }
 
 /* ---- vtable: FIFOs (executor) ---------------------------------------------
@@ -279,10 +259,10 @@ static size_t ib_send_space(transport_conn_t *c, void **ptr) {
   *ptr = p->txbuf + off;
   if (n == 0 && acked <= done) { /* blocked on credit: ask once */
     pthread_mutex_lock(&p->lock);
-    tx_pump(p);
+    ib_tx_pump(p);
     if (!p->want_out && atomic_load(&p->state) == P_READY) {
       p->need_want = 1;
-      ctl_flush(p);
+      ib_ctl_flush(p);
     }
     pthread_mutex_unlock(&p->lock);
   }
@@ -293,7 +273,7 @@ static void ib_send_commit(transport_conn_t *c, size_t bytes) {
   ib_pair_t *p = pair_of(c);
   atomic_fetch_add(&p->tx_head, bytes);
   pthread_mutex_lock(&p->lock);
-  tx_pump(p);
+  ib_tx_pump(p);
   pthread_mutex_unlock(&p->lock);
 }
 
@@ -319,7 +299,7 @@ static void ib_recv_release(transport_conn_t *c, size_t bytes) {
     p->need_wake = 1;
   else
     p->need_credit = 1;
-  ctl_flush(p);
+  ib_ctl_flush(p);
   pthread_mutex_unlock(&p->lock);
 }
 
@@ -358,7 +338,7 @@ static int ib_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   p->zc.src = src;
   p->zc.reg = e;
   atomic_store(&p->tx_head, p->zc.end);
-  tx_pump(p);
+  ib_tx_pump(p);
   pthread_mutex_unlock(&p->lock);
   atomic_fetch_add(&st->n_zcopy, 1);
   return 1;
@@ -394,192 +374,6 @@ static void ib_recv_done(transport_conn_t *c) { (void)c; }
 static sharc_status_t ib_recv_copy(transport_conn_t *c, void *dst, size_t off,
                                    size_t n) {
   return err_set(SHARC_ERR_INTERNAL, "ib: recv_copy is never used");
-}
-
-/* ---- completions (progress thread) ----------------------------------------
- */
-
-static const char *wr_what(int kind) {
-  return kind == WR_RECV   ? "a receive"
-         : kind == WR_DATA ? "an RDMA write"
-                           : "a credit message";
-}
-
-static void wc_error(ib_pair_t *p, const struct ibv_wc *wc) {
-  struct ib_state *st = p->st;
-  int ps = ibc_peer_state(st->ctrl, p->peer);
-  /* Flushes follow an error reported already, or our own teardown; a peer
-   * that left or died is reported through its control socket. */
-  if (wc->status == IBV_WC_WR_FLUSH_ERR || ps == IBC_PEER_BYE ||
-      ps == IBC_PEER_LOST || atomic_load(&st->stop)) {
-    TRACE(SUB_NET, "ib: rank %d: %s completed with %s (ignored)", p->peer,
-          wr_what(WR_KIND(wc->wr_id)), ibv_wc_status_str(wc->status));
-    if (wc->status != IBV_WC_WR_FLUSH_ERR)
-      atomic_store(&p->state, P_FAILED);
-    return;
-  }
-  int retry = wc->status == IBV_WC_RETRY_EXC_ERR;
-  char hint[200] = "";
-  if (retry)
-    snprintf(hint, sizeof hint,
-             "; the peer stopped answering: it died, or its port or the path "
-             "is down (retried SHARC_IB_RETRY_CNT=%d times, %.2f s each by "
-             "SHARC_IB_TIMEOUT=%d)",
-             st->retry, 4.096e-6 * (double)(1u << st->timeout), st->timeout);
-  else if (wc->status == IBV_WC_REM_ACCESS_ERR ||
-           wc->status == IBV_WC_LOC_PROT_ERR)
-    snprintf(hint, sizeof hint, "; a memory key was refused (a sharc bug)");
-  pair_fail(p, SHARC_ERR_NET, retry ? p->peer : -1,
-            "ib: %s port %d: %s to rank %d (host %s, pid %d) on channel %d "
-            "failed: %s (status %d, vendor error 0x%x)%s",
-            st->dev.name, st->dev.port, wr_what(WR_KIND(wc->wr_id)), p->peer,
-            host_of(st, p->peer), st->comm->peers[p->peer].pid, p->chan,
-            ibv_wc_status_str(wc->status), (int)wc->status, wc->vendor_err,
-            hint);
-}
-
-/* Under p->lock. Returns 1 when the executor should look again. */
-static int on_recv(ib_pair_t *p, int q, uint32_t imm) {
-  struct ib_state *st = p->st;
-  int rc = ib_post_recv(p, q);
-  if (rc) {
-    pair_fail(p, SHARC_ERR_NET, -1,
-              "ib: %s: reposting a receive for rank %d failed: %s",
-              st->dev.name, p->peer, strerror(rc));
-    return 1;
-  }
-  p->got_rtr = 1; /* the peer writes: its QPs are past RTR */
-  uint32_t v = imm & M30;
-  switch (imm >> 30) {
-  case IMM_DATA: {
-    uint64_t tail = atomic_load(&p->rx_tail);
-    uint64_t pre = ib_order_arrive(&p->rxo, q, unwrap30(p->rxo.prefix, v));
-    if (pre == UINT64_MAX || pre - tail > st->fifo) {
-      pair_fail(p, SHARC_ERR_NET, p->peer,
-                "ib: rank %d (host %s) overran the receive FIFO of channel "
-                "%d (protocol error)",
-                p->peer, host_of(st, p->peer), p->chan);
-      return 1;
-    }
-    atomic_store_explicit(&p->rx_head, pre, memory_order_release);
-    return 1;
-  }
-  case IMM_WANT:
-    /* Dekker with ib_recv_release: announce, then look at the tail. */
-    atomic_store(&p->peer_wants, 1);
-    if ((((uint32_t)atomic_load(&p->rx_credited) & M30) != v ||
-         atomic_load(&p->rx_tail) != atomic_load(&p->rx_credited)) &&
-        atomic_exchange(&p->peer_wants, 0))
-      p->need_wake = 1;
-    ctl_flush(p);
-    return 0;
-  case IMM_WAKE: {
-    uint64_t a = atomic_load(&p->tx_acked), w = unwrap30(a, v);
-    if (w - a <= st->fifo)
-      atomic_store(&p->tx_acked, w);
-    p->want_out = 0;
-    tx_pump(p);
-    return 1;
-  }
-  }
-  pair_fail(p, SHARC_ERR_NET, p->peer,
-            "ib: rank %d sent an unknown immediate 0x%x (protocol error)",
-            p->peer, imm);
-  return 1;
-}
-
-/* Drains p's CQ. Returns 1 when the executor should look again. */
-static int poll_pair(ib_pair_t *p) {
-  struct ibv_wc wc[16];
-  int n, woke = 0;
-  while ((n = ibv_poll_cq(p->cq, 16, wc)) > 0) {
-    pthread_mutex_lock(&p->lock);
-    for (int i = 0; i < n; i++) {
-      int kind = WR_KIND(wc[i].wr_id), q = WR_QP(wc[i].wr_id);
-      if (wc[i].status != IBV_WC_SUCCESS) {
-        if (kind != WR_RECV)
-          p->sq_used[q]--;
-        wc_error(p, &wc[i]);
-        woke = 1;
-      } else if (kind == WR_RECV) {
-        woke |= on_recv(p, q, ntohl(wc[i].imm_data));
-      } else if (kind == WR_DATA) {
-        p->sq_used[q]--;
-        atomic_store(&p->tx_done, ib_order_done(&p->txo, q));
-        tx_pump(p);
-        woke = 1;
-      } else {
-        p->sq_used[q]--;
-        ctl_flush(p);
-      }
-    }
-    pthread_mutex_unlock(&p->lock);
-  }
-  if (n < 0) {
-    pthread_mutex_lock(&p->lock);
-    pair_fail(p, SHARC_ERR_NET, -1, "ib: %s: polling the CQ of rank %d failed",
-              p->st->dev.name, p->peer);
-    pthread_mutex_unlock(&p->lock);
-    woke = 1;
-  }
-  return woke;
-}
-
-static void drain_cq_events(struct ib_state *st) {
-  struct ibv_cq *cq;
-  void *ctx;
-  int woke = 0;
-  while (ibv_get_cq_event(st->chan, &cq, &ctx) == 0) {
-    ib_pair_t *p = ctx;
-    if (++p->cq_unacked >= 64) { /* acks take a mutex: batch them */
-      ibv_ack_cq_events(cq, p->cq_unacked);
-      p->cq_unacked = 0;
-    }
-    /* Re-arm first, then poll empty: a completion in between raises a new
-     * event instead of being missed. */
-    if (ibv_req_notify_cq(cq, 0)) {
-      pthread_mutex_lock(&p->lock);
-      pair_fail(p, SHARC_ERR_NET, -1, "ib: %s: cannot re-arm the CQ of rank %d",
-                st->dev.name, p->peer);
-      pthread_mutex_unlock(&p->lock);
-    }
-    woke |= poll_pair(p);
-  }
-  if (woke)
-    comm_wake(st->comm);
-}
-
-static void drain_async(struct ib_state *st) {
-  struct ibv_async_event ev;
-  char why[400];
-  while (ibv_get_async_event(st->dev.ctx, &ev) == 0) {
-    enum ibv_event_type t = ev.event_type;
-    const char *name = ibv_event_type_str(t);
-    if ((t == IBV_EVENT_PORT_ERR && ev.element.port_num == st->dev.port) ||
-        t == IBV_EVENT_DEVICE_FATAL) {
-      snprintf(why, sizeof why,
-               "ib: %s port %d: %s: the link is lost; check the cable and "
-               "switch port (ibstat, ibv_devinfo)",
-               st->dev.name, st->dev.port, name);
-      comm_fail(st->comm, -1, SHARC_ERR_NET, why);
-    } else if (t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
-               t == IBV_EVENT_QP_ACCESS_ERR || t == IBV_EVENT_CQ_ERR) {
-      ib_pair_t *p = t == IBV_EVENT_CQ_ERR ? ev.element.cq->cq_context
-                                           : ev.element.qp->qp_context;
-      pthread_mutex_lock(&p->lock);
-      if (ibc_peer_state(st->ctrl, p->peer) != IBC_PEER_BYE)
-        pair_fail(p, SHARC_ERR_NET, -1,
-                  "ib: %s port %d: %s on the %s to rank %d (host %s), "
-                  "channel %d",
-                  st->dev.name, st->dev.port, name,
-                  t == IBV_EVENT_CQ_ERR ? "CQ" : "QP", p->peer,
-                  host_of(st, p->peer), p->chan);
-      pthread_mutex_unlock(&p->lock);
-    } else {
-      INFO(SUB_NET, "ib: %s: async event %s", st->dev.name, name);
-    }
-    ibv_ack_async_event(&ev);
-  }
 }
 
 /* ---- pairs and the control plane ------------------------------------------
@@ -642,11 +436,11 @@ static void on_msg(void *arg, int peer, int type, const void *body,
     memcpy(&info, body, sizeof info);
     s = ib_pair_connect(p, &info, why, sizeof why);
     if (s != SHARC_OK)
-      pair_fail(p, s, -1,
-                "ib: %s port %d: connecting channel %d to rank %d (host %s): "
-                "%s",
-                st->dev.name, st->dev.port, (int)chan, peer, host_of(st, peer),
-                why);
+      ib_pair_fail(
+          p, s, -1,
+          "ib: %s port %d: connecting channel %d to rank %d (host %s): "
+          "%s",
+          st->dev.name, st->dev.port, (int)chan, peer, host_of(st, peer), why);
     else {
       atomic_store(&p->state, P_RTS);
       ibc_send(st->ctrl, peer, MSG_RTR, &chan, sizeof chan);
@@ -655,8 +449,8 @@ static void on_msg(void *arg, int peer, int type, const void *body,
   int expect = P_RTS;
   if (p->got_rtr && atomic_compare_exchange_strong(&p->state, &expect, P_READY))
     TRACE(SUB_NET, "ib: channel %u to rank %d ready", chan, peer);
-  tx_pump(p);
-  ctl_flush(p);
+  ib_tx_pump(p);
+  ib_ctl_flush(p);
   pthread_mutex_unlock(&p->lock);
   comm_wake(comm);
 }
@@ -721,9 +515,9 @@ static void *progress_main(void *arg) {
       (void)r;
     }
     if (pfd[1].revents)
-      drain_cq_events(st);
+      ib_drain_cq_events(st);
     if (pfd[2].revents)
-      drain_async(st);
+      ib_drain_async(st);
     ibc_handle(st->ctrl, 3, n);
   }
   return NULL;

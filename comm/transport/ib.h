@@ -11,6 +11,7 @@
  *               goodbye, abort notices, peer loss (sockets, no verbs)
  *   ib_qp.c     a pair's verbs resources and QP state machine (verbs)
  *   ib.c        the data path, the progress thread and the vtable (verbs)
+ *   ib_cq.c     completions and async events, for the progress thread (verbs)
  *   ib_none.c   without libibverbs: a vtable that refuses with a reason
  *
  * Everything here is internal to libsharc.

@@ -1,7 +1,8 @@
 /*
  * ib_verbs.h - the verbs side of the ib transport (only with libibverbs):
  * the opened device (ib_dev.c), the pair of FIFOs between two ranks on one
- * channel with its QPs (ib_qp.c), and the per-communicator state (ib.c).
+ * channel with its QPs (ib_qp.c), the per-communicator state (ib.c), and
+ * what the data path (ib.c) and the completions (ib_cq.c) share.
  *
  * A pair (peer, chan) owns, in order of creation: two staging rings of
  * `fifo` bytes (tx: this rank -> peer, rx: peer -> this rank) and a small
@@ -171,5 +172,46 @@ sharc_status_t ib_pair_connect(ib_pair_t *p, const ib_info_t *r, char *why,
 int ib_post_recv(ib_pair_t *p, int q);
 /* QPs, CQ (after acknowledging its events), MRs, memory. */
 void ib_pair_destroy(ib_pair_t *p);
+
+/* ---- shared by the data path (ib.c) and the completions (ib_cq.c) ------- */
+
+/* The immediate of a write: its kind (IMM_*) in the top 2 bits, an end
+ * offset or a consumed count modulo 2^30 below. */
+#define IMM_DATA 0u
+#define IMM_WANT 1u
+#define IMM_WAKE 2u
+#define M30 ((1u << 30) - 1)
+
+/* The 64-bit value near base (at most 2^30 above it) whose low 30 bits
+ * are v. */
+static inline uint64_t unwrap30(uint64_t base, uint32_t v) {
+  return base + ((v - (uint32_t)base) & M30);
+}
+static inline uint64_t unwrap32(uint64_t base, uint32_t v) {
+  return base + (uint32_t)(v - (uint32_t)base);
+}
+
+static inline const char *host_of(struct ib_state *st, int peer) {
+  return st->comm->peers[peer].host;
+}
+
+/* ib.c. Under p->lock: marks the pair failed (the first reason wins) and
+ * the communicator with it. */
+void ib_pair_fail(ib_pair_t *p, sharc_status_t s, int failed_rank,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* ib.c. Under p->lock: posts the due control writes (WANT, WAKE, credit)
+ * that fit in QP 0's send queue. */
+void ib_ctl_flush(ib_pair_t *p);
+/* ib.c. Under p->lock: posts committed bytes as far as credit and the
+ * send queues allow; asks for credit when that is what blocks. */
+void ib_tx_pump(ib_pair_t *p);
+/* ib_cq.c. Progress thread: takes the completion channel's events, re-arms
+ * and drains each CQ; rings the comm's doorbell if the executor should
+ * look again. */
+void ib_drain_cq_events(struct ib_state *st);
+/* ib_cq.c. Progress thread: handles the device's async events (a port
+ * down or a fatal device fails the communicator, QP and CQ errors their
+ * pair). */
+void ib_drain_async(struct ib_state *st);
 
 #endif /* SHARC_TRANSPORT_IB_VERBS_H */

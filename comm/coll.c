@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "device.h" /* comm/device.h: dev_is_device_ptr, stream_is_cuda */
 #include "exec.h"
 #include "reduce.h"
 
@@ -280,10 +281,29 @@ static sharc_status_t validate(const coll_call_t *c) {
   return SHARC_OK;
 }
 
+/* Device memory reaches the collectives only through a CUDA-bound stream
+ * (device.h); on the host paths the executor would read it with memcpy. */
+static sharc_status_t check_host_memory(const coll_call_t *c,
+                                        sharc_stream_t stream) {
+  if (c->coll == SCHED_BARRIER || stream_is_cuda(stream))
+    return SHARC_OK;
+  static const char *const name[] = {NULL, "sendbuf", "recvbuf"};
+  const char *which = name[dev_first_device_ptr(c->sendbuf, c->recvbuf)];
+  if (!which)
+    return SHARC_OK;
+  return comm_error(c->comm, SHARC_ERR_INVALID_ARG,
+                    "%s: %s is device memory, but the call is on %s; pass a "
+                    "stream made by sharc_stream_create_cuda for device "
+                    "buffers",
+                    coll_fn[c->coll], which,
+                    stream ? "a host stream" : "no stream (blocking)");
+}
+
 static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   CHECK(validate(call));
   if (call->count == 0 && call->coll != SCHED_BARRIER)
     return SHARC_OK;
+  CHECK(check_host_memory(call, stream));
   call->ticket = coll_ticket(call->comm);
   if (stream)
     return stream_enqueue(stream, call);

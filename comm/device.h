@@ -50,6 +50,11 @@ int dev_have_cuda(void);
  * Thread safe. */
 int dev_is_device_ptr(const void *p);
 
+/* 1 if a is device memory, else 2 if b is, else 0; as dev_is_device_ptr,
+ * with one check of CUDA's state for both (the collectives' argument check
+ * on host paths, once per call). */
+int dev_first_device_ptr(const void *a, const void *b);
+
 /* 1 if stream was made by sharc_stream_create_cuda (its collectives may
  * take device memory), 0 for a host stream or NULL (stream.c). */
 int stream_is_cuda(sharc_stream_t stream);

@@ -667,6 +667,33 @@ static void run_cuda(job_t *j) {
   job_verify(j);
 }
 
+/* Device memory without a CUDA-bound stream is refused with a message on
+ * every rank alike (nothing runs, so the ranks stay in step), and the
+ * communicator goes on working. */
+static void refuse_device_on_host(void) {
+  void *d = NULL;
+  cudaError_t e = cudaMalloc(&d, 64);
+  if (e != cudaSuccess) {
+    cuda_fail(NULL, "cudaMalloc (device buffer on a host path)", e);
+    return;
+  }
+  float h[16] = {0};
+  sharc_status_t st =
+      sharc_all_reduce(d, h, 16, SHARC_F32, SHARC_SUM, X.comm, NULL);
+  const char *msg = sharc_last_error();
+  cc_check(st == SHARC_ERR_INVALID_ARG && strstr(msg, "sendbuf is device"),
+           "device sendbuf with no stream is refused", SHARC_ERR_INVALID_ARG,
+           st);
+  st = sharc_all_gather(h, d, 1, SHARC_F32, X.comm, NULL);
+  msg = sharc_last_error();
+  cc_check(st == SHARC_ERR_INVALID_ARG && strstr(msg, "recvbuf is device"),
+           "device recvbuf with no stream is refused", SHARC_ERR_INVALID_ARG,
+           st);
+  cudaFree(d);
+  cc_check_st(sharc_barrier(X.comm, NULL), X.comm,
+              "sharc_barrier after refused device buffers");
+}
+
 /* Many calls in flight at once on the CUDA stream (the staging buffer is
  * reused and outgrown while earlier calls still use it), host memory on the
  * CUDA stream, a blocking host collective and a second sharc stream on the
@@ -770,6 +797,8 @@ static void run_cuda_queue(void) {
   job_verify(&blocking);
   dev_release(&legacy);
   job_verify(&legacy);
+  if (!X.dead)
+    refuse_device_on_host();
 }
 
 #else /* the library was built without CUDA: --mem cuda skips */

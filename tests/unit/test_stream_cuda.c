@@ -35,6 +35,10 @@ int main(void) {
   EXPECT(dev_is_device_ptr(NULL) == 0, "NULL taken for device memory");
   void *heap = malloc(4096);
   EXPECT(dev_is_device_ptr(heap) == 0, "heap memory taken for device memory");
+  EXPECT(dev_first_device_ptr(host, heap) == 0 &&
+             dev_first_device_ptr(NULL, heap) == 0 &&
+             dev_first_device_ptr(NULL, NULL) == 0,
+         "host memory taken for device memory (pairs)");
   free(heap);
   EXPECT(loaded_before || !driver_loaded(),
          "dev_is_device_ptr loaded libcuda.so.1 into a process without CUDA");

@@ -3,7 +3,8 @@
 # GPU: nvidia-smi, a fresh build with SHARC_WITH_CUDA=ON, the gpu-labelled
 # CTest tests (which must run there, not skip: test_dev_kernels and the
 # staged device-memory collectives gpu.coll.n2/n3/n4, gpu.coll.tcp.n2,
-# gpu.coll.hostfn.n3 from tests/mp), unit.test_stream_cuda (must take its
+# gpu.coll.hostfn.n3 and the killed-rank gpu.kill.shm/tcp from tests/mp),
+# unit.test_stream_cuda (must take its
 # with-a-device branch), compute-sanitizer memcheck on test_dev_kernels, and
 # test_dev_kernels --big (indices past 2^31), then sharc-bench on device
 # memory: `all --mem cuda` with 2 and 4 ranks on the GPU (tables in

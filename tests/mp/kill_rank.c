@@ -22,6 +22,14 @@
  * before it learns of another survivor's exit (which would be a second,
  * legitimate peer loss).
  *
+ * --mem cuda (issue 5): the buffers are device memory and the collectives
+ * run on a sharc stream bound to a CUDA stream (sharc_stream_create_cuda);
+ * each call is followed by cudaStreamSynchronize and sharc_stream_synchronize,
+ * whose status is the call's. A survivor's CUDA stream must not stay blocked
+ * behind the failed collective. `kill_rank --probe-cuda` exits 0 when a CUDA
+ * device is usable, else prints "SKIP: no CUDA device (why)" and exits 77
+ * (kill_test.sh asks before it starts the jobs).
+ *
  * Rank K prints "kill_rank: rank K raising SIGKILL ... at T" (T: seconds of
  * the realtime clock) and a survivor "kill_rank: survivor R status S after I
  * C calls (E s) at T: MESSAGE" ("in setup" for I when init failed); it exits
@@ -41,6 +49,10 @@
 
 #include "names_rank.h"
 #include "sharc.h"
+
+#ifdef SHARC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #define COUNT (1u << 18) /* f32 elements per rank's output of all_reduce */
 #define GIVE_UP_S 20.0   /* no failure this long after SECONDS: exit 4 */
@@ -96,34 +108,155 @@ EXPORTED int unlink(const char *path) {
 static int usage(void) {
   fprintf(stderr, "usage: sharcrun -n N kill_rank [--coll all_reduce|"
                   "all_gather|reduce_scatter] [--at run|publish|unlink|abort] "
-                  "K [SECONDS [LINGER]]\n");
+                  "[--mem host|cuda] K [SECONDS [LINGER]]\n"
+                  "       kill_rank --probe-cuda\n");
   return 2;
 }
+
+/* ---- buffers: host memory, or device memory on a CUDA stream ---- */
+
+static int on_device;              /* --mem cuda */
+static sharc_stream_t dev_sstream; /* the sharc stream on cuda_stream */
+
+#ifdef SHARC_HAVE_CUDA
+static cudaStream_t cuda_stream;
+
+/* 1 if a CUDA device is usable; else 0 with the reason in why. */
+static int cuda_usable(char *why, size_t n) {
+  int cnt = 0;
+  cudaError_t e = cudaGetDeviceCount(&cnt);
+  if (e != cudaSuccess)
+    snprintf(why, n, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+  else if (cnt <= 0)
+    snprintf(why, n, "cudaGetDeviceCount found no device");
+  return e == cudaSuccess && cnt > 0;
+}
+
+/* The rank's device, its CUDA stream and the sharc stream on it. */
+static int dev_open(sharc_comm_t comm) {
+  int lr = 0, ndev = 1;
+  sharc_comm_local_rank(comm, &lr);
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e == cudaSuccess)
+    e = cudaSetDevice(lr % ndev);
+  if (e == cudaSuccess)
+    e = cudaStreamCreateWithFlags(&cuda_stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    printf("kill_rank: CUDA setup: %s\n", cudaGetErrorString(e));
+    return 0;
+  }
+  sharc_status_t st = sharc_stream_create_cuda(&dev_sstream, cuda_stream);
+  if (st != SHARC_OK)
+    printf("kill_rank: sharc_stream_create_cuda: %s: %s\n",
+           sharc_status_name(st), sharc_last_error());
+  return st == SHARC_OK;
+}
+
+static float *buf_alloc(size_t n) {
+  void *p = NULL;
+  if (!on_device)
+    return malloc(n * sizeof(float));
+  return cudaMalloc(&p, n * sizeof(float)) == cudaSuccess ? p : NULL;
+}
+
+static void buf_free(float *p) {
+  if (on_device)
+    cudaFree(p);
+  else
+    free(p);
+}
+
+/* b[i] = v (the CUDA stream orders it before the next collective). */
+static void buf_set(float *b, size_t i, float v) {
+  if (on_device)
+    cudaMemcpyAsync(b + i, &v, sizeof v, cudaMemcpyHostToDevice, cuda_stream);
+  else
+    b[i] = v;
+}
+
+/* *dst = b[i], for a device buffer once the CUDA stream got there (*dst
+ * must stay valid until dev_finish). */
+static void buf_get(const float *b, size_t i, float *dst) {
+  if (on_device)
+    cudaMemcpyAsync(dst, b + i, sizeof *dst, cudaMemcpyDeviceToHost,
+                    cuda_stream);
+  else
+    *dst = b[i];
+}
+
+/* After a call on the CUDA stream: waits for it (it must not stay blocked
+ * when the collective failed) and returns the collective's status. */
+static sharc_status_t dev_finish(sharc_status_t st) {
+  cudaError_t e = cudaStreamSynchronize(cuda_stream);
+  if (e != cudaSuccess)
+    printf("kill_rank: cudaStreamSynchronize: %s\n", cudaGetErrorString(e));
+  sharc_status_t sst = sharc_stream_synchronize(dev_sstream);
+  return st != SHARC_OK ? st : sst;
+}
+
+static void dev_close(void) {
+  if (dev_sstream)
+    sharc_stream_destroy(dev_sstream);
+  if (cuda_stream)
+    cudaStreamDestroy(cuda_stream);
+}
+#else /* built without CUDA: --mem cuda skips */
+static int cuda_usable(char *why, size_t n) {
+  snprintf(why, n, "sharc and its tests were built without CUDA");
+  return 0;
+}
+static int dev_open(sharc_comm_t comm) {
+  (void)comm;
+  return 0;
+}
+static float *buf_alloc(size_t n) { return malloc(n * sizeof(float)); }
+static void buf_free(float *p) { free(p); }
+static void buf_set(float *b, size_t i, float v) { b[i] = v; }
+static void buf_get(const float *b, size_t i, float *dst) { *dst = b[i]; }
+static sharc_status_t dev_finish(sharc_status_t st) { return st; }
+static void dev_close(void) {}
+#endif
 
 /* One collective; 1 if the result is right. */
 static int step(enum coll c, const float *in, float *out, size_t per, int n,
                 sharc_comm_t comm, sharc_status_t *st) {
   size_t total = c == C_ALL_REDUCE ? COUNT : per * (size_t)n;
   size_t outn = c == C_REDUCE_SCATTER ? per : total;
-  out[0] = out[outn - 1] = -1.0f;
+  sharc_stream_t s = on_device ? dev_sstream : NULL;
+  buf_set(out, 0, -1.0f);
+  buf_set(out, outn - 1, -1.0f);
   if (c == C_ALL_REDUCE)
-    *st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
+    *st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, s);
   else if (c == C_ALL_GATHER)
-    *st = sharc_all_gather(in, out, per, SHARC_F32, comm, NULL);
+    *st = sharc_all_gather(in, out, per, SHARC_F32, comm, s);
   else
-    *st = sharc_reduce_scatter(in, out, per, SHARC_F32, SHARC_SUM, comm, NULL);
+    *st = sharc_reduce_scatter(in, out, per, SHARC_F32, SHARC_SUM, comm, s);
+  float got[2] = {-2.0f, -2.0f};
+  if (*st == SHARC_OK) {
+    buf_get(out, 0, &got[0]);
+    buf_get(out, outn - 1, &got[1]);
+  }
+  if (on_device)
+    *st = dev_finish(*st);
   if (*st != SHARC_OK)
     return 1;
   /* all_gather: block r holds r + 1; the reductions: n everywhere. */
   float first = c == C_ALL_GATHER ? 1.0f : (float)n;
   float last = (float)n;
-  return out[0] == first && out[outn - 1] == last;
+  return got[0] == first && got[1] == last;
 }
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   enum coll coll = C_ALL_REDUCE;
   int i = 1;
+  if (argc == 2 && !strcmp(argv[1], "--probe-cuda")) {
+    char why[160] = "";
+    if (cuda_usable(why, sizeof why))
+      return 0;
+    printf("SKIP: no CUDA device (%s)\n", why);
+    return 77;
+  }
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : "";
     if (!strcmp(argv[i], "--coll")) {
@@ -141,6 +274,10 @@ int main(int argc, char **argv) {
       if (a == 4)
         return usage();
       at = (enum at)a;
+    } else if (!strcmp(argv[i], "--mem")) {
+      if (strcmp(v, "host") && strcmp(v, "cuda"))
+        return usage();
+      on_device = !strcmp(v, "cuda");
     } else {
       return usage();
     }
@@ -183,16 +320,29 @@ int main(int argc, char **argv) {
       sharc_comm_destroy(comm);
       return 2;
     }
+    if (on_device && !dev_open(comm)) {
+      sharc_comm_abort(comm);
+      return 2;
+    }
     size_t per = COUNT / (size_t)n; /* all_gather in, reduce_scatter out */
     size_t inn = coll == C_ALL_REDUCE   ? COUNT
                  : coll == C_ALL_GATHER ? per
                                         : per * (size_t)n;
-    in = malloc(inn * sizeof *in);
-    out = malloc(COUNT * sizeof *out);
-    if (!in || !out)
+    float *fill = malloc(inn * sizeof *fill);
+    in = buf_alloc(inn);
+    out = buf_alloc(COUNT);
+    if (!fill || !in || !out)
       return 2;
     for (size_t j = 0; j < inn; j++)
-      in[j] = coll == C_ALL_GATHER ? (float)(rank + 1) : 1.0f;
+      fill[j] = coll == C_ALL_GATHER ? (float)(rank + 1) : 1.0f;
+#ifdef SHARC_HAVE_CUDA
+    if (on_device && cudaMemcpy(in, fill, inn * sizeof *fill,
+                                cudaMemcpyHostToDevice) != cudaSuccess)
+      return 2;
+#endif
+    if (!on_device)
+      memcpy(in, fill, inn * sizeof *fill);
+    free(fill);
     for (;;) {
       if (rank == k && (at == AT_RUN || at == AT_ABORT) &&
           now_s(CLOCK_MONOTONIC) - t0 >= delay) {
@@ -204,8 +354,8 @@ int main(int argc, char **argv) {
         printf("kill_rank: rank %d calling sharc_comm_abort %s at %.3f\n", rank,
                when, now_s(CLOCK_REALTIME));
         sharc_comm_abort(comm);
-        free(in);
-        free(out);
+        buf_free(in);
+        buf_free(out);
         return 0;
       }
       if (now_s(CLOCK_MONOTONIC) - t0 > delay + GIVE_UP_S) {
@@ -251,7 +401,8 @@ int main(int argc, char **argv) {
   struct timespec ts = {(time_t)linger, (long)((linger - (long)linger) * 1e9)};
   nanosleep(&ts, NULL);
   sharc_comm_abort(comm);
-  free(in);
-  free(out);
+  dev_close();
+  buf_free(in);
+  buf_free(out);
   return good ? 3 : 4;
 }

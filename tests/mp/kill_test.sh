@@ -6,6 +6,7 @@
 #
 #   kill_test.sh SHARCRUN KILL_RANK [shm|tcp] [-n N] [--kill "K ..."]
 #                [--coll C] [--at run|publish|unlink|abort|sweep]
+#                [--mem host|cuda]
 #   kill_test.sh SHARCRUN PROGRAM [shm|tcp] [-n N] --clean [-- ARGS ...]
 #
 # Defaults: 8 ranks, kill rank 5 mid-all_reduce. One job per rank in
@@ -21,13 +22,15 @@
 #   - no /dev/shm name of the job's communicators (the uids the recorders
 #     print) is left, and sharcrun had nothing to sweep: the survivors
 #     removed what the dead rank left.
+# --mem cuda: device buffers on CUDA streams (kill_rank --mem cuda); exits
+# 77 with kill_rank's SKIP line when no CUDA device is usable.
 # --at sweep: every rank dies as its segment appears; nothing survives, so
 # sharcrun must remove all N segments. --clean: PROGRAM ARGS must pass and
 # leave nothing (uids from SHARC_DEBUG=INFO init lines).
 set -u
 usage() {
   echo "usage: $0 SHARCRUN PROGRAM [shm|tcp] [-n N] [--kill \"K ...\"]" \
-    "[--coll C] [--at WHEN] [--clean [-- ARGS ...]]" >&2
+    "[--coll C] [--at WHEN] [--mem host|cuda] [--clean [-- ARGS ...]]" >&2
   exit 2
 }
 [ $# -ge 2 ] || usage
@@ -35,13 +38,14 @@ sharcrun=$1 prog=$2
 shift 2
 transport=shm
 case ${1:-} in shm | tcp) transport=$1 && shift ;; esac
-n=8 kills=5 coll=all_reduce at=run clean=0 args=()
+n=8 kills=5 coll=all_reduce at=run mem=host clean=0 args=()
 while [ $# -gt 0 ]; do
   case $1 in
     -n) n=$2 && shift 2 ;;
     --kill) kills=$2 && shift 2 ;;
     --coll) coll=$2 && shift 2 ;;
     --at) at=$2 && shift 2 ;;
+    --mem) mem=$2 && shift 2 ;;
     --clean) clean=1 && shift ;;
     --) shift && args=("$@") && break ;;
     *) usage ;;
@@ -52,6 +56,15 @@ case $transport:$at in
     echo "kill_test: --at $at stops a rank in the shm transport's setup; use shm" >&2
     exit 2
     ;;
+esac
+case $mem in
+  host) ;;
+  cuda)
+    "$prog" --probe-cuda
+    probe=$?
+    [ $probe -eq 0 ] || exit $((probe == 77 ? 77 : 2))
+    ;;
+  *) usage ;;
 esac
 timeout_s=10 grace=20 margin_s=8 detect_s=3
 pass=0 failed=0
@@ -142,7 +155,7 @@ want=SHARC_ERR_PEER_LOST want_rc=137
 [ "$at" = abort ] && want=SHARC_ERR_ABORTED want_rc=3
 for k in $kills; do
   what="$coll, $at, rank $k of $n"
-  run_job --coll "$coll" --at "$at" "$k" 0.3
+  run_job --coll "$coll" --at "$at" --mem "$mem" "$k" 0.3
   [ "$rc" -eq $want_rc ]
   check $? "$what: sharcrun exited with status $rc, expected $want_rc"
   if [ "$at" != abort ]; then

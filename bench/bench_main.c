@@ -430,7 +430,7 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
 }
 
 /* SMs an all-gather occupies on device memory. sharc's only device path
- * here is the staged one (comm/device.c): cudaMemcpyAsync D2H and H2D and a
+ * here is the staged one (comm/devstream.c): cudaMemcpyAsync D2H and H2D and a
  * stream wait (cuStreamWaitValue32 or a host function), no kernel, so no
  * SM; the reduction runs on the host. NCCL runs its collectives as kernels
  * (one CTA per channel, channels its own choice): not measured here. */

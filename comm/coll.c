@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "device.h" /* comm/device.h: dev_is_device_ptr, stream_is_cuda */
+#include "devstream.h" /* dev_is_device_ptr, stream_is_cuda */
 #include "exec.h"
 #include "reduce.h"
 
@@ -282,7 +282,7 @@ static sharc_status_t validate(const coll_call_t *c) {
 }
 
 /* Device memory reaches the collectives only through a CUDA-bound stream
- * (device.h); on the host paths the executor would read it with memcpy. */
+ * (devstream.h); on the host paths the executor would read it with memcpy. */
 static sharc_status_t check_host_memory(const coll_call_t *c,
                                         sharc_stream_t stream) {
   if (c->coll == SCHED_BARRIER || stream_is_cuda(stream))

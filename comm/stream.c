@@ -9,7 +9,7 @@
  * synchronize returns that error.
  *
  * A stream made by sharc_stream_create_cuda is bound to a cudaStream_t: its
- * collectives go through device.c, which queues their copies on the CUDA
+ * collectives go through devstream.c, which queues their copies on the CUDA
  * stream and hands the worker a call on pinned staging buffers plus the
  * release the CUDA stream waits for. The worker releases every such call,
  * also one it skipped or that failed, so the CUDA stream never waits
@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "coll.h"
-#include "device.h"
+#include "devstream.h"
 
 typedef struct work {
   struct work *next;

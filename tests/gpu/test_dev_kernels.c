@@ -14,7 +14,8 @@
  * integers that wrap. Bytes around dst must keep their 0xA5 guard fill.
  * Results must be equal byte for byte, except that where the host and the
  * device both produce a NaN from sum, prod or div its payload and sign may
- * differ (device.h says why); those are counted and reported, not failed.
+ * differ (kernels/device.h says why); those are counted and reported, not
+ * failed.
  *
  *   test_dev_kernels          the test (exit 77 and one SKIP line without a
  *                             usable CUDA device)
@@ -28,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/device.h" /* not comm/device.h (staging) */
+#include "kernels/device.h"
 #include "reduce.h"
 #include "sharc.h"
 

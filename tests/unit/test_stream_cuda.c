@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h" /* comm/device.h: dev_is_device_ptr, dev_have_cuda */
+#include "devstream.h" /* dev_is_device_ptr, dev_have_cuda */
 #include "expect.h"
 #include "sharc.h"
 

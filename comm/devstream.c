@@ -1,5 +1,5 @@
 /*
- * device.c - collectives on device memory through pinned host staging
+ * devstream.c - collectives on device memory through pinned host staging
  * (issue 5 item 4): the baseline GPU data path, ordered on the caller's
  * cudaStream_t with NCCL's semantics (the call returns at once; the work
  * happens in stream order).
@@ -38,7 +38,7 @@
  * call that needs more replaces it by a larger one; the old buffer may still
  * serve calls in flight, so it is freed only at the next synchronize.
  */
-#include "device.h"
+#include "devstream.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

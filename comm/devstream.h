@@ -1,11 +1,11 @@
 /*
- * device.h - device memory in the collectives through pinned host staging
+ * devstream.h - device memory in the collectives through pinned host staging
  * (issue 5 item 4), the first GPU data path: what stream.c needs to run a
  * collective enqueued on a sharc stream bound to a cudaStream_t
  * (sharc_stream_create_cuda), and dev_is_device_ptr for the argument checks.
  *
  * Per collective, in the order of the CUDA stream and of the sharc stream's
- * worker thread (device.c's opening comment has the whole picture):
+ * worker thread (devstream.c's opening comment has the whole picture):
  *   enqueueing thread  dev_stage: D2H copy of the send buffer into pinned
  *                      staging, an event, a release wait, the H2D copy of
  *                      the staged result; the call's buffers now point
@@ -16,17 +16,16 @@
  * The header needs no CUDA header (streams are `void *`), and exists in
  * every build: without CUDA (SHARC_HAVE_CUDA undefined) dev_stream_open
  * returns SHARC_ERR_UNSUPPORTED and dev_is_device_ptr returns 0.
- * Not kernels/device.h (the device kernels): comm/ files find this one by
- * their own directory; elsewhere spell the directory ("kernels/device.h").
+ * The device kernels are in kernels/device.h.
  */
-#ifndef SHARC_COMM_DEVICE_H
-#define SHARC_COMM_DEVICE_H
+#ifndef SHARC_COMM_DEVSTREAM_H
+#define SHARC_COMM_DEVSTREAM_H
 
 #include <stdint.h>
 
 #include "coll.h"
 
-/* The CUDA side of one CUDA-bound sharc stream (private to device.c). */
+/* The CUDA side of one CUDA-bound sharc stream (private to devstream.c). */
 typedef struct dev_stream dev_stream_t;
 
 /* What the worker needs to finish one staged call (filled by dev_stage). */
@@ -92,4 +91,4 @@ sharc_status_t dev_stream_sync(dev_stream_t *ds);
  * accepted. */
 void dev_stream_close(dev_stream_t *ds);
 
-#endif /* SHARC_COMM_DEVICE_H */
+#endif /* SHARC_COMM_DEVSTREAM_H */

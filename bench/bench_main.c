@@ -429,15 +429,23 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
   printf("#\n");
 }
 
-/* SMs an all-gather occupies on device memory. sharc's only device path
- * here is the staged one (comm/devstream.c): cudaMemcpyAsync D2H and H2D and a
- * stream wait (cuStreamWaitValue32 or a host function), no kernel, so no
- * SM; the reduction runs on the host. NCCL runs its collectives as kernels
- * (one CTA per channel, channels its own choice): not measured here. */
+/* SMs an all-gather occupies on device memory. Both sharc device paths
+ * queue no kernel for it: the staged one (comm/devstream.c) cudaMemcpyAsync
+ * D2H and H2D and a stream wait (cuStreamWaitValue32 or a host function),
+ * the reduction on the host; the CUDA IPC one (comm/devipc.c,
+ * SHARC_CUDA_PATH=ipc) cudaMemcpyAsync on IPC-mapped pointers, reductions
+ * in kernels (reduce-scatter, all-reduce only). NCCL runs its collectives
+ * as kernels (one CTA per channel, channels its own choice): not measured
+ * here. */
 static void print_sms(const backend_t *b) {
+  const char *path = getenv("SHARC_CUDA_PATH");
   if (!strcmp(b->name, "sharc"))
-    printf("# SMs used by all_gather: 0 (copy engines only: the staged path "
-           "queues cudaMemcpyAsync D2H/H2D and stream waits, no kernel)\n");
+    printf("# SMs used by all_gather: 0 (copy engines only: %s)\n",
+           path && !strcmp(path, "ipc")
+               ? "the CUDA IPC path queues cudaMemcpyAsync on IPC-mapped "
+                 "peer buffers, no kernel"
+               : "the staged path queues cudaMemcpyAsync D2H/H2D and "
+                 "stream waits, no kernel");
   else
     printf("# SMs used by all_gather (%s): not measured (NCCL launches "
            "kernels: one CTA per channel)\n",

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "devipc.h"
 #include "devstream.h" /* dev_is_device_ptr, stream_is_cuda */
 #include "exec.h"
 #include "reduce.h"
@@ -173,6 +174,12 @@ static sharc_status_t run_call(coll_call_t *call) {
       return cst;
     }
   }
+  if (call->ipc) { /* device memory through CUDA IPC: its own host steps */
+    atomic_store(&comm->rec_cur, NULL); /* they record themselves */
+    sharc_status_t ist = devipc_run(call, run_call);
+    rec_end(rec, ist);
+    return ist;
+  }
   sched_t built; /* a schedule built now and not cached */
   sched_init(&built);
   const sched_t *s = hit ? &hit->sched : NULL;
@@ -314,7 +321,7 @@ sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
                                 size_t sendcount, sharc_dtype_t dtype,
                                 sharc_comm_t comm, sharc_stream_t stream) {
   coll_call_t c = {SCHED_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype,
-                   SHARC_SUM,        0,       comm,    0};
+                   SHARC_SUM,        0,       comm,    0,         NULL};
   return submit(&c, stream);
 }
 
@@ -322,8 +329,16 @@ sharc_status_t sharc_reduce_scatter(const void *sendbuf, void *recvbuf,
                                     size_t recvcount, sharc_dtype_t dtype,
                                     sharc_op_t op, sharc_comm_t comm,
                                     sharc_stream_t stream) {
-  coll_call_t c = {
-      SCHED_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0, comm, 0};
+  coll_call_t c = {SCHED_REDUCE_SCATTER,
+                   sendbuf,
+                   recvbuf,
+                   recvcount,
+                   dtype,
+                   op,
+                   0,
+                   comm,
+                   0,
+                   NULL};
   return submit(&c, stream);
 }
 
@@ -332,7 +347,7 @@ sharc_status_t sharc_all_reduce(const void *sendbuf, void *recvbuf,
                                 sharc_op_t op, sharc_comm_t comm,
                                 sharc_stream_t stream) {
   coll_call_t c = {
-      SCHED_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, comm, 0};
+      SCHED_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, comm, 0, NULL};
   return submit(&c, stream);
 }
 
@@ -340,12 +355,12 @@ sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                sharc_dtype_t dtype, int root, sharc_comm_t comm,
                                sharc_stream_t stream) {
   coll_call_t c = {SCHED_BROADCAST, sendbuf, recvbuf, count, dtype,
-                   SHARC_SUM,       root,    comm,    0};
+                   SHARC_SUM,       root,    comm,    0,     NULL};
   return submit(&c, stream);
 }
 
 sharc_status_t sharc_barrier(sharc_comm_t comm, sharc_stream_t stream) {
   coll_call_t c = {SCHED_BARRIER, NULL, NULL, 1, SHARC_U8,
-                   SHARC_SUM,     0,    comm, 0};
+                   SHARC_SUM,     0,    comm, 0, NULL};
   return submit(&c, stream);
 }

@@ -19,6 +19,8 @@ typedef struct {
   int root;
   struct sharc_comm *comm;
   uint64_t ticket; /* position in comm's issue order */
+  void *ipc;       /* dev_stream_t of a call on the CUDA IPC path (devipc.h,
+                      set by dev_stage), else NULL */
 } coll_call_t;
 
 /* Runs call now in the calling thread, after every earlier ticket of its

@@ -129,6 +129,10 @@ const char *err_last(void);
     "how a CUDA stream waits for a staged collective: auto "                   \
     "(cuStreamWaitValue32 where the driver has it) or hostfn (a blocking "     \
     "cudaLaunchHostFunc; for testing that fallback)")                          \
+  X(CUDA_PATH, "SHARC_CUDA_PATH", "staged",                                    \
+    "device memory on CUDA streams: staged (through pinned host buffers and "  \
+    "the host transports) or ipc (one host: CUDA IPC, zero copy, copy "        \
+    "engines and device reductions; not yet run on a GPU)")                    \
   X(IB_HCA, "SHARC_IB_HCA", "",                                                \
     "RDMA devices/ports to use, NCCL_IB_HCA syntax: mlx5_0:1,mlx5_1 "          \
     "(prefixes), =name (exact), ^name (exclude); empty: the active port "      \

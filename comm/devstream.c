@@ -40,6 +40,8 @@
  */
 #include "devstream.h"
 
+#include "devipc.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -91,6 +93,11 @@ struct dev_stream {
   int npool, pool_cap;
 
   int worker_bound; /* the worker thread made ds->device current */
+
+  /* the CUDA IPC path (devipc.c): its copies and reductions, and the event
+   * the worker sleeps on; made by the first IPC call (dev_stage) */
+  cudaStream_t ipc_cs;
+  cudaEvent_t ipc_ev;
 };
 
 /* Records a failed CUDA call; clears the runtime's last error so the caller
@@ -231,6 +238,24 @@ static void leave_device(int prev) {
     (void)cudaSetDevice(prev);
 }
 
+void *dev_driver_entry(const char *sym, unsigned long long flags, char *why,
+                       size_t n) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  cudaError_t e = cudaGetDriverEntryPointByVersion(sym, &fn, 12000, flags, &q);
+#else
+  cudaError_t e = cudaGetDriverEntryPoint(sym, &fn, flags, &q);
+#endif
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+    (void)cudaGetLastError();
+    snprintf(why, n, "the driver has no %s (%s, query %d)", sym,
+             cudaGetErrorName(e), (int)q);
+    return NULL;
+  }
+  return fn;
+}
+
 /* The stream-ordered wait of cuStreamWaitValue32 when the device and the
  * driver offer it, else NULL (the host-function fallback); why says which.
  * Since CUDA 12 the v2 stream memory operations are on by default (the
@@ -255,24 +280,13 @@ static wait_value32_fn find_wait_value32(int dev, char *why, size_t n) {
     snprintf(why, n, "device %d cannot map host memory", dev);
     return NULL;
   }
-  void *fn = NULL;
-  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
   /* Legacy-stream flavour: a NULL stream means the legacy default stream,
    * as in the runtime calls of this file (built without per-thread default
-   * streams). 12000: the _v2 entry point. */
-#if CUDART_VERSION >= 12050
-  cudaError_t e = cudaGetDriverEntryPointByVersion(
-      "cuStreamWaitValue32", &fn, 12000, cudaEnableLegacyStream, &q);
-#else
-  cudaError_t e = cudaGetDriverEntryPoint("cuStreamWaitValue32", &fn,
-                                          cudaEnableLegacyStream, &q);
-#endif
-  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
-    (void)cudaGetLastError();
-    snprintf(why, n, "the driver has no cuStreamWaitValue32 (%s, query %d)",
-             cudaGetErrorName(e), (int)q);
+   * streams). */
+  void *fn =
+      dev_driver_entry("cuStreamWaitValue32", cudaEnableLegacyStream, why, n);
+  if (!fn)
     return NULL;
-  }
   snprintf(why, n, "cuStreamWaitValue32");
   return (wait_value32_fn)fn;
 }
@@ -302,6 +316,7 @@ static sharc_status_t no_device(cudaError_t e, int ndev) {
 
 sharc_status_t dev_stream_open(dev_stream_t **out, void *cuda_stream) {
   static const char fn[] = "sharc_stream_create_cuda";
+  CHECK(devipc_check_env(fn));
   int ndev = 0, prev = -1;
   cudaError_t e = cudaGetDeviceCount(&ndev);
   if (e != cudaSuccess || ndev <= 0)
@@ -381,6 +396,10 @@ void dev_stream_close(dev_stream_t *ds) {
     (void)cudaFreeHost(ds->stage);
   if (ds->flag)
     (void)cudaFreeHost((void *)ds->flag);
+  if (ds->ipc_ev)
+    (void)cudaEventDestroy(ds->ipc_ev);
+  if (ds->ipc_cs)
+    (void)cudaStreamDestroy(ds->ipc_cs);
   (void)cudaGetLastError();
   pthread_cond_destroy(&ds->cond);
   pthread_mutex_destroy(&ds->lock);
@@ -558,11 +577,37 @@ static sharc_status_t queue_release_wait(dev_stream_t *ds, uint32_t seq,
   return SHARC_OK;
 }
 
+/* The IPC path's stream and event (first IPC call of ds). */
+static sharc_status_t ensure_ipc(dev_stream_t *ds, const char *fn) {
+  if (ds->ipc_ev)
+    return SHARC_OK;
+  cudaError_t e = cudaSuccess;
+  if (!ds->ipc_cs)
+    e = cudaStreamCreateWithFlags(&ds->ipc_cs, cudaStreamNonBlocking);
+  if (e == cudaSuccess)
+    e = cudaEventCreateWithFlags(&ds->ipc_ev, cudaEventBlockingSync |
+                                                  cudaEventDisableTiming);
+  return e == cudaSuccess ? SHARC_OK
+                          : cuda_fail(e, fn, "the CUDA IPC path's stream");
+}
+
+void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event) {
+  *device = ds->device;
+  *event = ds->ipc_ev;
+  return ds->ipc_cs;
+}
+
 sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
   const char *fn = coll_fn[call->coll];
   memset(w, 0, sizeof *w);
   plan_t p;
-  plan_call(call, &p);
+  /* The IPC path (devipc.h) moves the data itself on the worker: the CUDA
+   * stream only marks the call (the event) and waits for its release. */
+  int ipc = call->coll != SCHED_BARRIER && devipc_wanted(call->comm);
+  if (ipc)
+    memset(&p, 0, sizeof p);
+  else
+    plan_call(call, &p);
   int prev = -1;
   cudaEvent_t ev = NULL;
   cudaError_t e = enter_device(ds->device, &prev);
@@ -582,7 +627,10 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
                  fn);
     goto fail;
   }
-  CHECK_GOTO(ensure_stage(ds, p.stage_bytes, fn), st, fail);
+  if (ipc)
+    CHECK_GOTO(ensure_ipc(ds, fn), st, fail);
+  else
+    CHECK_GOTO(ensure_stage(ds, p.stage_bytes, fn), st, fail);
   uint8_t *stage = ds->stage;
   CHECK_GOTO(get_event(ds, fn, &ev), st, fail);
   if (p.d2h_bytes) {
@@ -609,6 +657,12 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
   w->fn = fn;
   w->event = ev;
   w->seq = seq;
+  if (ipc) {
+    call->ipc = ds;
+    TRACE(SUB_CUDA, "%s #%u: through CUDA IPC", fn, seq);
+    leave_device(prev);
+    return SHARC_OK;
+  }
   call->sendbuf = p.send_staged ? stage + (uintptr_t)p.send : p.send;
   call->recvbuf = p.recv_staged ? stage + (uintptr_t)p.recv : p.recv;
   st = SHARC_OK;
@@ -709,6 +763,9 @@ sharc_status_t dev_stream_sync(dev_stream_t *ds) {
     (void)cudaFreeHost(b->p);
     free(b);
   }
+  /* The stream is idle: its IPC calls hold no mapping any more. */
+  if (ds->ipc_cs)
+    devipc_trim();
   return SHARC_OK;
 }
 
@@ -741,6 +798,20 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
   (void)call;
   memset(w, 0, sizeof *w);
   return err_set(SHARC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+void *dev_driver_entry(const char *sym, unsigned long long flags, char *why,
+                       size_t n) {
+  (void)flags;
+  snprintf(why, n, "%s: built without CUDA", sym);
+  return NULL;
+}
+
+void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event) {
+  (void)ds;
+  *device = -1;
+  *event = NULL;
+  return NULL;
 }
 
 sharc_status_t dev_ready(dev_work_t *w) { return w->err; }

@@ -21,6 +21,7 @@
 #ifndef SHARC_COMM_DEVSTREAM_H
 #define SHARC_COMM_DEVSTREAM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "coll.h"
@@ -41,6 +42,13 @@ typedef struct {
 
 /* 1 in a build with CUDA, else 0. */
 int dev_have_cuda(void);
+
+/* A CUDA driver API entry point (nothing links libcuda), in the ABI of CUDA
+ * 12.0 (the _v2 flavours); flags: cudaEnableDefault or
+ * cudaEnableLegacyStream. NULL with the reason in why when the driver lacks
+ * it. */
+void *dev_driver_entry(const char *sym, unsigned long long flags, char *why,
+                       size_t n);
 
 /* 1 if p points into device (or managed) memory, 0 for host memory, NULL,
  * or anything CUDA does not know. Never initialises CUDA in a process that
@@ -71,6 +79,11 @@ sharc_status_t dev_stream_open(dev_stream_t **out, void *cuda_stream);
  * stream and w->ds is NULL (the caller passes the call's ticket); except
  * when w->ds is set with w->err: then the caller must still push *w. */
 sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w);
+
+/* The IPC path's internal CUDA stream of ds, its device (*device) and the
+ * blocking-sync event to wait on it (*event); made by dev_stage for the
+ * first call that takes the path (devipc.h). */
+void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event);
 
 /* Worker thread, before running the call: waits (sleeping) until the
  * call's send data is staged. Returns w->err or a CUDA error (message in

@@ -3,12 +3,14 @@
 # GPU: nvidia-smi, a fresh build with SHARC_WITH_CUDA=ON, the gpu-labelled
 # CTest tests (which must run there, not skip: test_dev_kernels and the
 # staged device-memory collectives gpu.coll.n2/n3/n4, gpu.coll.tcp.n2,
-# gpu.coll.hostfn.n3 and the killed-rank gpu.kill.shm/tcp from tests/mp),
+# gpu.coll.hostfn.n3, the CUDA IPC path gpu.coll.ipc.n2/n3/n4 and the
+# killed-rank gpu.kill.shm/tcp/ipc from tests/mp),
 # unit.test_stream_cuda (must take its
 # with-a-device branch), compute-sanitizer memcheck on test_dev_kernels, and
 # test_dev_kernels --big (indices past 2^31), then sharc-bench on device
-# memory: `all --mem cuda` with 2 and 4 ranks on the GPU (tables in
-# bench_cuda_n{2,4}.log, rows in bench_cuda_n{2,4}.json), NCCL with 1 rank
+# memory: `all --mem cuda` with 2 and 4 ranks on the GPU, staged and with
+# SHARC_CUDA_PATH=ipc (tables in bench_{cuda,ipc}_n{2,4}.log, rows in the
+# .json of the same names), NCCL with 1 rank
 # and --compare nccl with 2 ranks (bench_nccl_*: recorded, but a failure or
 # skip there does not fail the run: NCCL before 2.30 refuses 2 ranks on one
 # GPU). SHARC_GPU_BENCH=0 skips the bench runs.
@@ -107,6 +109,11 @@ if step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     for n in 2 4; do
       step "bench_cuda_n$n" timeout 600 "$run" -n "$n" --timeout 590 "$bench" \
         "${bargs[@]}" -J "$out/bench_cuda_n$n.json"
+    done
+    # the CUDA IPC path (item 3; the 85%-of-copy-limit target of item 7)
+    for n in 2 4; do
+      step "bench_ipc_n$n" env SHARC_CUDA_PATH=ipc timeout 600 "$run" -n "$n" \
+        --timeout 590 "$bench" "${bargs[@]}" -J "$out/bench_ipc_n$n.json"
     done
     optional bench_nccl_n1 timeout 300 "$run" -n 1 --timeout 290 "$bench" \
       "${bargs[@]}" --backend nccl -J "$out/bench_nccl_n1.json"

@@ -755,7 +755,13 @@ static void run_cuda_queue(void) {
   sharc_stream_t s0 = NULL;
   sharc_status_t st;
   size_t k;
+  /* The CUDA IPC path shares device memory only: host buffers on the CUDA
+   * stream are refused there (a sticky stream error), so they stay out. */
+  const char *path = getenv("SHARC_CUDA_PATH");
+  int ipc = path && !strcmp(path, "ipc");
   for (k = 0; k < NJ && !X.dead; k++) {
+    if (ipc && !jobs[k].dev && jobs[k].coll != C_BAR)
+      continue;
     if (!job_prepare(&jobs[k]) ||
         (jobs[k].dev && !dev_prepare(&jobs[k], X.cuda_stream)))
       break;
@@ -792,6 +798,8 @@ static void run_cuda_queue(void) {
   }
   for (k = 0; k < NJ; k++) {
     dev_release(&jobs[k]);
+    if (ipc && !jobs[k].dev && jobs[k].coll != C_BAR)
+      continue; /* not run */
     job_verify(&jobs[k]);
   }
   job_verify(&blocking);

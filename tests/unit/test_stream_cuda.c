@@ -27,7 +27,30 @@ static int driver_loaded(void) {
   return h != NULL;
 }
 
-int main(void) {
+/* --bad-path, run with SHARC_CUDA_PATH=zerocopy: refused by name before
+ * anything else is checked (CUDA builds; CPU-only builds refuse CUDA). */
+static int bad_path(void) {
+  sharc_stream_t s = NULL;
+  sharc_status_t st = sharc_stream_create_cuda(&s, NULL);
+  const char *msg = sharc_last_error();
+  printf("SHARC_CUDA_PATH=%s: %s: %s\n", getenv("SHARC_CUDA_PATH"),
+         sharc_status_name(st), msg);
+  if (!dev_have_cuda()) {
+    EXPECT(st == SHARC_ERR_UNSUPPORTED, "got %s", sharc_status_name(st));
+  } else {
+    EXPECT(st == SHARC_ERR_INVALID_ARG, "got %s", sharc_status_name(st));
+    EXPECT(strstr(msg, "SHARC_CUDA_PATH=zerocopy") &&
+               strstr(msg, "staged or ipc"),
+           "message does not name the value and the choices: %s", msg);
+  }
+  EXPECT(s == NULL, "*stream was written");
+  printf("test_stream_cuda --bad-path: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--bad-path"))
+    return bad_path();
   /* before anything touches CUDA */
   int loaded_before = driver_loaded();
   char host[64];

@@ -1,0 +1,582 @@
+/*
+ * devipc.c - device collectives through CUDA IPC between the ranks of one
+ * host (devipc.h has the protocol).
+ *
+ * Ordering and safety, per call k on rank r:
+ *  - r's CUDA stream reached k (event E_k, dev_ready) before r sends its
+ *    descriptor, so when the descriptor all-gather completes every rank's
+ *    send data is final and nothing of the user's later work runs on their
+ *    buffers (each CUDA stream waits for its release);
+ *  - r reads peers' buffers only in regions their owners do not write in
+ *    the same phase (reduce-scatter: r writes its own block, reads block r
+ *    of the others; all-gather: r writes the blocks of the others, reads
+ *    block p of p; all-reduce in place: the same two phases, with an
+ *    agreement between them);
+ *  - the last agreement comes after every rank's internal stream finished,
+ *    so no rank releases its CUDA stream (and with it lets the user reuse
+ *    the buffers) while a peer may still read them.
+ * Reductions fold in a fixed order starting with the rank's own block
+ * (in place the destination is that block, so it is read before written).
+ */
+#include "devipc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "devstream.h"
+
+int devipc_wanted(const struct sharc_comm *comm) {
+  const char *path = param_str(PARAM_CUDA_PATH);
+  return dev_have_cuda() && comm->nhosts == 1 && path && !strcmp(path, "ipc");
+}
+
+sharc_status_t devipc_check_env(const char *fn) {
+  const char *path = param_str(PARAM_CUDA_PATH);
+  if (path && strcmp(path, "staged") && strcmp(path, "ipc"))
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "%s: SHARC_CUDA_PATH=%s: use staged or ipc", fn, path);
+  /* The IPC path's copies run on an internal stream while the caller's
+   * stream waits: with one hardware queue they would queue behind that
+   * wait and never run. */
+  const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (path && !strcmp(path, "ipc") && conn && atoi(conn) == 1)
+    return err_set(SHARC_ERR_UNSUPPORTED,
+                   "%s: SHARC_CUDA_PATH=ipc needs more than one hardware "
+                   "queue per device, and CUDA_DEVICE_MAX_CONNECTIONS=1; "
+                   "raise it or use SHARC_CUDA_PATH=staged",
+                   fn);
+  return SHARC_OK;
+}
+
+#ifdef SHARC_HAVE_CUDA
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "device.h" /* kernels/ */
+
+static const char *const coll_fn[SCHED_COLL_COUNT] = {
+    "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
+    "sharc_broadcast", "sharc_barrier"};
+
+/* ---- descriptors -------------------------------------------------------- */
+
+enum { BUF_SEND, BUF_RECV, NBUF };
+
+/* One buffer as its owner shares it. */
+typedef struct {
+  cudaIpcMemHandle_t handle; /* of the allocation holding the buffer */
+  uint64_t base;             /* the allocation's address in the owner */
+  uint64_t off;              /* the buffer's offset in it */
+  int32_t state;             /* BS_* */
+  int32_t pad;
+} ipc_buf_t;
+
+enum {
+  BS_UNUSED = 0, /* the call does not use it (broadcast's sendbuf off root) */
+  BS_OK,         /* device memory, shared (peers read it) */
+  BS_LOCAL,      /* device memory only this rank touches */
+  BS_HOST,       /* host memory */
+  BS_MANAGED,    /* managed memory: not shareable through CUDA IPC */
+  BS_NOSHARE     /* device memory cudaIpcGetMemHandle refused */
+};
+
+/* What every rank must agree on, beside the buffers: a mismatch here would
+ * make a rank read past a peer's allocation. */
+typedef struct {
+  int32_t coll, dtype, op, root;
+  uint64_t count;
+} ipc_sig_t;
+
+typedef struct {
+  ipc_buf_t buf[NBUF];
+  ipc_sig_t sig;
+  int64_t pid; /* a rank of this process is mapped without CUDA IPC */
+} ipc_desc_t;
+
+typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size,
+                                 CUdeviceptr dptr);
+
+/* cuMemGetAddressRange through the runtime (nothing links libcuda). */
+static get_range_fn find_get_range(void) {
+  static _Atomic(get_range_fn) fn;
+  get_range_fn f = atomic_load(&fn);
+  if (!f) {
+    char why[128];
+    f = (get_range_fn)dev_driver_entry("cuMemGetAddressRange",
+                                       cudaEnableDefault, why, sizeof why);
+    atomic_store(&fn, f);
+  }
+  return f;
+}
+
+/* Fills b for buffer p of this rank; shared: peers read it. */
+static void share(const void *p, int shared, ipc_buf_t *b) {
+  memset(b, 0, sizeof *b);
+  struct cudaPointerAttributes a;
+  if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess ||
+      (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)) {
+    (void)cudaGetLastError();
+    b->state = BS_HOST;
+    return;
+  }
+  if (a.type == cudaMemoryTypeManaged) {
+    b->state = BS_MANAGED;
+    return;
+  }
+  if (!shared) {
+    b->state = BS_LOCAL;
+    return;
+  }
+  get_range_fn range = find_get_range();
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (!range ||
+      range(&base, &size, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS ||
+      cudaIpcGetMemHandle(&b->handle, (void *)(uintptr_t)base) != cudaSuccess) {
+    (void)cudaGetLastError();
+    b->state = BS_NOSHARE;
+    return;
+  }
+  b->base = (uint64_t)base;
+  b->off = (uint64_t)((uintptr_t)p - (uintptr_t)base);
+  b->state = BS_OK;
+}
+
+/* ---- mappings of peers' allocations (process-wide) ----------------------
+ * cudaIpcOpenMemHandle maps an allocation once per process; the cache keeps
+ * the mapping for the later calls on the same buffers. A call holds the
+ * slots it uses (inuse) until its copies finished. Mappings are closed only
+ * by devipc_trim, from sharc_stream_synchronize, never inside a call:
+ * cudaIpcCloseMemHandle may synchronize the device, and inside a call this
+ * rank's CUDA stream waits for the worker doing it. A peer that frees a
+ * buffer and allocates another gets a new handle, so a mapping is never
+ * reused for different memory; its old mapping keeps the freed memory
+ * until the next trim. */
+
+#define MAP_SLOTS 256
+
+typedef struct {
+  cudaIpcMemHandle_t handle;
+  int device;
+  int inuse;
+  void *ptr; /* NULL: empty */
+} map_slot_t;
+
+static struct {
+  pthread_mutex_t lock;
+  map_slot_t slot[MAP_SLOTS];
+} maps = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The local address of a peer's allocation, held until map_put; NULL with
+ * the reason in why. */
+static map_slot_t *map_get(const cudaIpcMemHandle_t *h, int device, char *why,
+                           size_t n) {
+  pthread_mutex_lock(&maps.lock);
+  map_slot_t *hit = NULL, *empty = NULL;
+  for (int i = 0; i < MAP_SLOTS && !hit; i++) {
+    map_slot_t *s = &maps.slot[i];
+    if (s->ptr && s->device == device && !memcmp(&s->handle, h, sizeof *h))
+      hit = s;
+    else if (!s->ptr && !empty)
+      empty = s;
+  }
+  if (!hit && !empty)
+    snprintf(why, n,
+             "%d peer allocations mapped since the last "
+             "sharc_stream_synchronize; synchronize more often",
+             MAP_SLOTS);
+  if (!hit && empty) {
+    void *ptr = NULL;
+    cudaError_t e =
+        cudaIpcOpenMemHandle(&ptr, *h, cudaIpcMemLazyEnablePeerAccess);
+    if (e == cudaSuccess) {
+      empty->handle = *h;
+      empty->device = device;
+      empty->ptr = ptr;
+      hit = empty;
+    } else {
+      (void)cudaGetLastError();
+      snprintf(why, n,
+               "cudaIpcOpenMemHandle: %s: %s (ranks in separate containers "
+               "or without peer access cannot share device memory; "
+               "SHARC_CUDA_PATH=staged works there)",
+               cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+  }
+  if (hit)
+    hit->inuse++;
+  pthread_mutex_unlock(&maps.lock);
+  return hit;
+}
+
+static void map_put(map_slot_t *s) {
+  pthread_mutex_lock(&maps.lock);
+  s->inuse--;
+  pthread_mutex_unlock(&maps.lock);
+}
+
+void devipc_trim(void) {
+  pthread_mutex_lock(&maps.lock);
+  for (int i = 0; i < MAP_SLOTS; i++) {
+    map_slot_t *s = &maps.slot[i];
+    if (s->ptr && !s->inuse) {
+      int prev = -1;
+      if (cudaGetDevice(&prev) == cudaSuccess && prev != s->device)
+        (void)cudaSetDevice(s->device);
+      (void)cudaIpcCloseMemHandle(s->ptr);
+      if (prev >= 0 && prev != s->device)
+        (void)cudaSetDevice(prev);
+      (void)cudaGetLastError();
+      memset(s, 0, sizeof *s);
+    }
+  }
+  pthread_mutex_unlock(&maps.lock);
+}
+
+/* ---- one call ------------------------------------------------------------
+ */
+
+typedef struct {
+  coll_call_t *call;
+  sharc_status_t (*run)(coll_call_t *);
+  int rank, n, device;
+  size_t esize, cb;     /* element size; bytes of one rank's block */
+  ipc_desc_t *all;      /* [n] */
+  int32_t *status;      /* [n] agree() */
+  const uint8_t **send; /* [n] each rank's send buffer, mapped here */
+  uint8_t **recv;       /* [n] */
+  map_slot_t **held;    /* [2n] mappings this call holds */
+  int nheld;
+  cudaStream_t cs;
+  cudaEvent_t ev;
+  char msg[320]; /* this rank's local failure */
+} ipc_call_t;
+
+/* A host collective of comm (in the current turn) on host buffers. A local
+ * failure here (the peers go on waiting in it) breaks the communicator, as
+ * a failed step of any collective does. */
+static sharc_status_t host_coll(ipc_call_t *c, sched_coll_t coll,
+                                const void *send, void *recv, size_t count) {
+  struct sharc_comm *comm = c->call->comm;
+  coll_call_t h = {.coll = coll,
+                   .sendbuf = send,
+                   .recvbuf = recv,
+                   .count = count,
+                   .dtype = SHARC_U8,
+                   .op = SHARC_SUM,
+                   .comm = comm};
+  sharc_status_t st = c->run(&h);
+  if (st != SHARC_OK && !atomic_load(&comm->broken))
+    comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
+  return st;
+}
+
+/* Every rank's status after a phase: the first failed rank's status, with
+ * a message naming it, or SHARC_OK. mine: this rank's (message in c->msg),
+ * logged here whatever the others did. */
+static sharc_status_t agree(ipc_call_t *c, sharc_status_t mine,
+                            const char *phase) {
+  const char *fn = coll_fn[c->call->coll];
+  if (mine != SHARC_OK)
+    WARN(SUB_CUDA, "%s (CUDA IPC, %s): rank %d: %s", fn, phase, c->rank,
+         c->msg);
+  int32_t me = (int32_t)mine;
+  sharc_status_t st = host_coll(c, SCHED_ALL_GATHER, &me, c->status, sizeof me);
+  for (int r = 0; st == SHARC_OK && r < c->n; r++) {
+    if (c->status[r] == SHARC_OK)
+      continue;
+    st = (sharc_status_t)c->status[r];
+    if (r == c->rank)
+      comm_error(c->call->comm, st, "%s (CUDA IPC, %s): %s", fn, phase, c->msg);
+    else
+      comm_error(c->call->comm, st,
+                 "%s (CUDA IPC, %s): rank %d failed (its log says why)", fn,
+                 phase, r);
+  }
+  return st;
+}
+
+static sharc_status_t local_fail(ipc_call_t *c, cudaError_t e,
+                                 const char *what) {
+  (void)cudaGetLastError();
+  snprintf(c->msg, sizeof c->msg, "%s: %s: %s", what, cudaGetErrorName(e),
+           cudaGetErrorString(e));
+  return SHARC_ERR_CUDA;
+}
+
+/* Whether peers read buffer b of rank: all-reduce both, broadcast the
+ * root's send, all-gather and reduce-scatter the send. */
+static int peers_read(const coll_call_t *call, int b, int rank) {
+  switch (call->coll) {
+  case SCHED_ALL_REDUCE:
+    return 1;
+  case SCHED_BROADCAST:
+    return b == BUF_SEND && rank == call->root;
+  default:
+    return b == BUF_SEND;
+  }
+}
+
+static ipc_sig_t signature(const coll_call_t *call) {
+  ipc_sig_t g = {.coll = (int32_t)call->coll,
+                 .dtype = (int32_t)call->dtype,
+                 .op = (int32_t)call->op,
+                 .root = call->coll == SCHED_BROADCAST ? call->root : 0,
+                 .count = call->count};
+  if (call->coll == SCHED_ALL_GATHER || call->coll == SCHED_BROADCAST)
+    g.op = 0; /* not read */
+  return g;
+}
+
+/* Why rank r's descriptor cannot take part, or NULL. */
+static const char *refusal(const ipc_call_t *c, int r, const char **buf) {
+  static const char *const name[NBUF] = {"sendbuf", "recvbuf"};
+  for (int b = 0; b < NBUF; b++) {
+    *buf = name[b];
+    switch (c->all[r].buf[b].state) {
+    case BS_HOST:
+      return "is host memory";
+    case BS_MANAGED:
+      return "is managed memory, which CUDA IPC cannot share";
+    case BS_NOSHARE:
+      return "cannot be shared through CUDA IPC (cudaIpcGetMemHandle or "
+             "cuMemGetAddressRange refused it: cudaMallocAsync pools and "
+             "cuMemCreate memory cannot be)";
+    default:
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* Descriptors: share, exchange, check. Every rank sees the same
+ * descriptors, so every rank takes the same decision. */
+static sharc_status_t exchange(ipc_call_t *c) {
+  coll_call_t *call = c->call;
+  ipc_desc_t mine;
+  memset(&mine, 0, sizeof mine);
+  const void *bufs[NBUF] = {call->sendbuf, call->recvbuf};
+  for (int b = 0; b < NBUF; b++) {
+    int used = !(b == BUF_SEND && call->coll == SCHED_BROADCAST &&
+                 c->rank != call->root);
+    if (used)
+      share(bufs[b], peers_read(call, b, c->rank), &mine.buf[b]);
+  }
+  mine.sig = signature(call);
+  mine.pid = (int64_t)getpid();
+  CHECK(host_coll(c, SCHED_ALL_GATHER, &mine, c->all, sizeof mine));
+  const char *fn = coll_fn[call->coll];
+  for (int r = 0; r < c->n; r++) {
+    if (memcmp(&c->all[r].sig, &mine.sig, sizeof mine.sig))
+      return comm_error(
+          call->comm, SHARC_ERR_MISMATCH,
+          "%s on a CUDA stream (CUDA IPC): rank %d called %s with count %llu, "
+          "dtype %d, op %d, root %d; this rank: %s, count %zu, dtype %d, op "
+          "%d, root %d",
+          fn, r, coll_fn[(uint32_t)c->all[r].sig.coll % SCHED_COLL_COUNT],
+          (unsigned long long)c->all[r].sig.count, c->all[r].sig.dtype,
+          c->all[r].sig.op, c->all[r].sig.root, fn, call->count,
+          (int)call->dtype, mine.sig.op, mine.sig.root);
+    const char *buf = NULL, *why = refusal(c, r, &buf);
+    if (why)
+      return comm_error(call->comm, SHARC_ERR_INVALID_ARG,
+                        "%s on a CUDA stream with SHARC_CUDA_PATH=ipc: rank "
+                        "%d's %s %s; pass cudaMalloc memory on every rank, "
+                        "or use SHARC_CUDA_PATH=staged",
+                        fn, r, buf, why);
+  }
+  return SHARC_OK;
+}
+
+/* Maps the peers' shared buffers (local failures reported by the next
+ * agree). */
+static sharc_status_t map_peers(ipc_call_t *c) {
+  coll_call_t *call = c->call;
+  pid_t self = getpid();
+  for (int r = 0; r < c->n; r++) {
+    c->send[r] = r == c->rank ? call->sendbuf : NULL;
+    c->recv[r] = r == c->rank ? call->recvbuf : NULL;
+    for (int b = 0; b < NBUF && r != c->rank; b++) {
+      const ipc_buf_t *d = &c->all[r].buf[b];
+      if (d->state != BS_OK)
+        continue;
+      uint8_t *p;
+      if (c->all[r].pid == (int64_t)self) { /* a rank of this process */
+        p = (uint8_t *)(uintptr_t)(d->base + d->off);
+      } else {
+        char why[224] = "";
+        map_slot_t *m = map_get(&d->handle, c->device, why, sizeof why);
+        if (!m) {
+          snprintf(c->msg, sizeof c->msg, "mapping rank %d's %s: %s", r,
+                   b == BUF_SEND ? "sendbuf" : "recvbuf", why);
+          return SHARC_ERR_CUDA;
+        }
+        c->held[c->nheld++] = m;
+        p = (uint8_t *)m->ptr + d->off;
+      }
+      if (b == BUF_SEND)
+        c->send[r] = p;
+      else
+        c->recv[r] = p;
+    }
+  }
+  return SHARC_OK;
+}
+
+/* Block of rank p in an all-reduce of count elements: [*off, *off + *len). */
+static void ar_block(size_t count, int n, int p, size_t *off, size_t *len) {
+  size_t q = count / (size_t)n, rem = count % (size_t)n;
+  *off = (size_t)p * q + ((size_t)p < rem ? (size_t)p : rem);
+  *len = q + ((size_t)p < rem);
+}
+
+/* dst = OP over every rank of (send[p] + at), len elements, starting with
+ * this rank's own; then the AVG division. */
+static cudaError_t reduce_block(ipc_call_t *c, void *dst, size_t at,
+                                size_t len) {
+  coll_call_t *call = c->call;
+  size_t at_b = at * c->esize;
+  const uint8_t *own = c->send[c->rank] + at_b;
+  int e = 0;
+  if (c->n == 1)
+    return (cudaError_t)kernel_dev_copy(dst, own, len * c->esize, c->cs);
+  for (int i = 1; i < c->n && !e; i++) {
+    int p = (c->rank + i) % c->n;
+    e = kernel_dev_reduce(call->dtype, call->op, dst, i == 1 ? own : dst,
+                          c->send[p] + at_b, len, c->cs);
+  }
+  if (!e && call->op == SHARC_AVG)
+    e = kernel_dev_div(call->dtype, dst, len, c->n, c->cs);
+  return (cudaError_t)e;
+}
+
+/* Waits (sleeping) for everything queued on the internal stream, also
+ * after a failed queueing: nothing of this call may run after the ranks
+ * agreed. Returns the first error (queueing, then running). */
+static sharc_status_t finish(ipc_call_t *c, cudaError_t queued,
+                             const char *what) {
+  cudaError_t e = cudaEventRecord(c->ev, c->cs);
+  if (e == cudaSuccess)
+    e = cudaEventSynchronize(c->ev);
+  else /* no event: wait for the stream itself */
+    e = cudaStreamSynchronize(c->cs);
+  if (queued != cudaSuccess)
+    e = queued;
+  return e == cudaSuccess ? SHARC_OK : local_fail(c, e, what);
+}
+
+/* Phase 1 of call: everything but all-reduce's gather. */
+static sharc_status_t phase_one(ipc_call_t *c) {
+  coll_call_t *call = c->call;
+  uint8_t *recv = call->recvbuf;
+  cudaError_t e = cudaSuccess;
+  switch (call->coll) {
+  case SCHED_ALL_GATHER:
+    for (int p = 0; p < c->n && e == cudaSuccess; p++)
+      e = (cudaError_t)kernel_dev_copy(recv + (size_t)p * c->cb, c->send[p],
+                                       c->cb, c->cs);
+    break;
+  case SCHED_BROADCAST:
+    e = (cudaError_t)kernel_dev_copy(recv, c->send[call->root], c->cb, c->cs);
+    break;
+  case SCHED_REDUCE_SCATTER:
+    e = reduce_block(c, recv, (size_t)c->rank * call->count, call->count);
+    break;
+  case SCHED_ALL_REDUCE: {
+    size_t off, len;
+    ar_block(call->count, c->n, c->rank, &off, &len);
+    e = reduce_block(c, recv + off * c->esize, off, len);
+    break;
+  }
+  default:
+    break;
+  }
+  return finish(c, e, "the copies and reductions");
+}
+
+/* All-reduce, phase 2: the other ranks' reduced blocks from their owners. */
+static sharc_status_t phase_two(ipc_call_t *c) {
+  coll_call_t *call = c->call;
+  uint8_t *recv = call->recvbuf;
+  cudaError_t e = cudaSuccess;
+  for (int p = 0; p < c->n && e == cudaSuccess; p++) {
+    size_t off, len;
+    ar_block(call->count, c->n, p, &off, &len);
+    if (p != c->rank)
+      e = (cudaError_t)kernel_dev_copy(recv + off * c->esize,
+                                       c->recv[p] + off * c->esize,
+                                       len * c->esize, c->cs);
+  }
+  return finish(c, e, "gathering the reduced blocks");
+}
+
+sharc_status_t devipc_run(coll_call_t *call,
+                          sharc_status_t (*run)(coll_call_t *)) {
+  struct sharc_comm *comm = call->comm;
+  ipc_call_t c = {.call = call,
+                  .run = run,
+                  .rank = comm->rank,
+                  .n = comm->nranks,
+                  .esize = sharc_dtype_size(call->dtype)};
+  c.cb = call->count * c.esize;
+  void *ev = NULL;
+  c.cs =
+      (cudaStream_t)dev_stream_ipc((dev_stream_t *)call->ipc, &c.device, &ev);
+  c.ev = (cudaEvent_t)ev;
+  /* The worker's device, whatever a host function on the stream set. */
+  if (cudaSetDevice(c.device) != cudaSuccess)
+    (void)cudaGetLastError();
+  size_t n = (size_t)c.n;
+  c.all = calloc(n, sizeof *c.all);
+  c.status = calloc(n, sizeof *c.status);
+  c.send = calloc(n, sizeof *c.send);
+  c.recv = calloc(n, sizeof *c.recv);
+  c.held = calloc(2 * n, sizeof *c.held);
+  sharc_status_t st;
+  if (!c.all || !c.status || !c.send || !c.recv || !c.held) {
+    /* The peers wait for this rank in the exchange: break the
+     * communicator, as any local failure inside a collective does. */
+    st = comm_error(comm, SHARC_ERR_NO_MEM, "%s: out of memory (CUDA IPC)",
+                    coll_fn[call->coll]);
+    comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
+    goto out;
+  }
+  st = exchange(&c);
+  if (st == SHARC_OK) {
+    sharc_status_t mine = map_peers(&c);
+    if (mine == SHARC_OK)
+      mine = phase_one(&c);
+    st = agree(&c, mine, "copies and reductions");
+  }
+  if (st == SHARC_OK && call->coll == SCHED_ALL_REDUCE)
+    st = agree(&c, phase_two(&c), "gathering the reduced blocks");
+  TRACE(SUB_CUDA, "%s: %zu x %s through CUDA IPC: %s", coll_fn[call->coll],
+        call->count, sharc_dtype_name(call->dtype), sharc_status_name(st));
+out:
+  for (int i = 0; i < c.nheld; i++)
+    map_put(c.held[i]);
+  free(c.all);
+  free(c.status);
+  free(c.send);
+  free(c.recv);
+  free(c.held);
+  return st;
+}
+
+#else /* !SHARC_HAVE_CUDA */
+
+void devipc_trim(void) {}
+
+sharc_status_t devipc_run(coll_call_t *call,
+                          sharc_status_t (*run)(coll_call_t *)) {
+  (void)run;
+  return comm_error(call->comm, SHARC_ERR_UNSUPPORTED,
+                    "CUDA IPC: this sharc was built without CUDA");
+}
+
+#endif /* SHARC_HAVE_CUDA */

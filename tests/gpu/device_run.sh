@@ -14,34 +14,52 @@
 # and --compare nccl with 2 ranks (bench_nccl_*: recorded, but a failure or
 # skip there does not fail the run: NCCL before 2.30 refuses 2 ranks on one
 # GPU). SHARC_GPU_BENCH=0 skips the bench runs.
-# Every step's output goes to $OUT/<step>.log, the status of each to
-# $OUT/summary.txt; the exit status is 0 only if every step passed.
+# Every step's output goes to <step>.log in a log folder, the status of each
+# to summary.txt; at the end the logs, the bench JSON and the summary are
+# packed into $OUT/device_run_<STAGE>.tar.gz and the summary is copied to
+# $OUT/summary_<STAGE>.txt (the device tool brings back 8 files at most).
+# The exit status is 0 only if every step passed.
 #
-#   bash tests/gpu/device_run.sh               (any directory)
+#   bash tests/gpu/device_run.sh               (any directory; every stage)
+#   STAGE=build bash tests/gpu/device_run.sh   then STAGE=tests, STAGE=bench:
+#                                              one device call each (a call
+#                                              may run 10 minutes), the build
+#                                              kept between them
 #   OUT=gpu-out BUILD=build-gpu JOBS=16 CUDA_ARCHS=90 SHARC_GPU_BIG=0 \
-#     bash tests/gpu/device_run.sh
+#     GPU_TESTS='gpu\.coll\.ipc' bash tests/gpu/device_run.sh
 #
-# OUT defaults to ./gpu-out (relative to where it is started), BUILD to
-# build-gpu in the repository (deleted and re-created), CUDA_ARCHS to the
-# project default (80;90), SHARC_GPU_BIG=0 skips the --big run (it needs
-# about 6.5 GB of GPU and 9 GB of host memory).
+# STAGE: all (default), build (nvidia-smi, versions, a fresh configure and
+# build), tests (the gpu ctest tests matching GPU_TESTS, default all of
+# them, the stream unit test, compute-sanitizer, --big), bench (the device
+# benchmarks); tests and bench reuse the build. OUT defaults to ./gpu-out
+# (relative to where it is started), BUILD to build-gpu in the repository
+# (deleted and re-created by the build stage), CUDA_ARCHS to the project
+# default (80;90), SHARC_GPU_BIG=0 skips the --big run (it needs about 6.5
+# GB of GPU and 9 GB of host memory).
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
 cd "$(dirname "$0")/../.." || exit 1
 build=${BUILD:-build-gpu}
 jobs=${JOBS:-$(nproc)}
-summary=$out/summary.txt
+stage=${STAGE:-all}
+case $stage in all | build | tests | bench) ;; *)
+  echo "device_run: STAGE=$stage: use all, build, tests or bench" >&2
+  exit 2
+  ;;
+esac
+logs=$(mktemp -d "${TMPDIR:-/tmp}/device_run.XXXXXX") || exit 1
+summary=$logs/summary.txt
 : >"$summary"
 failed=0
 
-# step NAME CMD...: runs CMD, output to the terminal and $out/NAME.log, and
+# step NAME CMD...: runs CMD, output to the terminal and $logs/NAME.log, and
 # records NAME's exit status.
 step() {
   local name=$1 start=$SECONDS rc
   shift
-  echo "=== $name: $*" | tee "$out/$name.log"
-  "$@" 2>&1 | tee -a "$out/$name.log"
+  echo "=== $name: $*" | tee "$logs/$name.log"
+  "$@" 2>&1 | tee -a "$logs/$name.log"
   rc=${PIPESTATUS[0]}
   printf '%-10s rc=%-3s %4ss  %s\n' "$name" "$rc" $((SECONDS - start)) "$*" |
     tee -a "$summary"
@@ -58,34 +76,58 @@ optional() {
   [ "$rc" -eq 0 ] || note "${1}: rc=$rc recorded, not counted as a failure"
   return 0
 }
+# finish: packs the logs into $out and exits with the verdict.
+finish() {
+  echo "=== summary ($stage)"
+  cat "$summary"
+  if [ "$failed" -eq 0 ]; then
+    echo "device_run: all steps passed" | tee -a "$summary"
+  else
+    echo "device_run: FAILED (logs in $out/device_run_$stage.tar.gz)" |
+      tee -a "$summary"
+  fi
+  cp "$summary" "$out/summary_$stage.txt"
+  tar -C "$logs" -czf "$out/device_run_$stage.tar.gz" .
+  rm -rf "$logs"
+  exit "$failed"
+}
+want() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
 
-note "device_run: $(date -u +%FT%TZ) on $(hostname), source $(git describe --always --dirty 2>/dev/null || echo '(no git)')"
-if command -v nvidia-smi >/dev/null; then
-  step smi nvidia-smi
-  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total \
-    --format=csv >>"$out/smi.log" 2>&1
-else
-  note "smi        missing: nvidia-smi is not on PATH"
-  failed=1
+note "device_run: stage $stage, $(date -u +%FT%TZ) on $(hostname), source $(git describe --always --dirty 2>/dev/null || echo '(no git)')"
+if want build; then
+  if command -v nvidia-smi >/dev/null; then
+    step smi nvidia-smi
+    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total \
+      --format=csv >>"$logs/smi.log" 2>&1
+  else
+    note "smi        missing: nvidia-smi is not on PATH"
+    failed=1
+  fi
+  step versions bash -c 'cmake --version | head -1; nvcc --version | tail -2; gcc --version | head -1'
+  arch_flag=()
+  [ -n "${CUDA_ARCHS:-}" ] && arch_flag=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
+  rm -rf "$build"
+  step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSHARC_WERROR=ON -DSHARC_WITH_CUDA=ON ${arch_flag[@]+"${arch_flag[@]}"} &&
+    step build cmake --build "$build" -j"$jobs"
 fi
-step versions bash -c 'cmake --version | head -1; nvcc --version | tail -2; gcc --version | head -1'
+if [ ! -x "$build/sharcrun" ]; then
+  note "no build in $build: run STAGE=build first (or it failed)"
+  failed=1
+  finish
+fi
 
-arch_flag=()
-[ -n "${CUDA_ARCHS:-}" ] && arch_flag=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
-rm -rf "$build"
-if step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DSHARC_WERROR=ON -DSHARC_WITH_CUDA=ON ${arch_flag[@]+"${arch_flag[@]}"} &&
-  step build cmake --build "$build" -j"$jobs"; then
+if want tests; then
   test_bin=$build/tests/gpu/test_dev_kernels
-  step ctest bash -c "cd '$build' && ctest -L gpu --output-on-failure -V"
+  step ctest bash -c "cd '$build' && ctest -L gpu -R '${GPU_TESTS:-.}' --output-on-failure -V"
   # A skip on this machine means the device is not usable (driver too old,
   # no kernel image for its architecture): a failure here.
-  if grep -q -- '\*\*\*Skipped' "$out/ctest.log"; then
+  if grep -q -- '\*\*\*Skipped' "$logs/ctest.log"; then
     note "ctest      FAILED: a gpu test skipped on a GPU machine (see ctest.log)"
     failed=1
   fi
   step stream_unit "$build/tests/test_stream_cuda"
-  if ! grep -q 'with a device' "$out/stream_unit.log"; then
+  if ! grep -q 'with a device' "$logs/stream_unit.log"; then
     note "stream_unit FAILED: sharc_stream_create_cuda found no device here"
     failed=1
   fi
@@ -101,33 +143,27 @@ if step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   else
     note "big        not run (SHARC_GPU_BIG=0)"
   fi
-  if [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
-    run=$build/sharcrun bench=$build/bench/sharc-bench
-    # -n 10 -w 2: the staged path at 128 MiB takes tens of ms per call;
-    # the four runs together stay within a few minutes
-    bargs=(all -b 8 -e 256M -f 4 -n 10 -w 2 -T 300 --mem cuda)
-    for n in 2 4; do
-      step "bench_cuda_n$n" timeout 600 "$run" -n "$n" --timeout 590 "$bench" \
-        "${bargs[@]}" -J "$out/bench_cuda_n$n.json"
-    done
-    # the CUDA IPC path (item 3; the 85%-of-copy-limit target of item 7)
-    for n in 2 4; do
-      step "bench_ipc_n$n" env SHARC_CUDA_PATH=ipc timeout 600 "$run" -n "$n" \
-        --timeout 590 "$bench" "${bargs[@]}" -J "$out/bench_ipc_n$n.json"
-    done
-    optional bench_nccl_n1 timeout 300 "$run" -n 1 --timeout 290 "$bench" \
-      "${bargs[@]}" --backend nccl -J "$out/bench_nccl_n1.json"
-    optional bench_nccl_cmp_n2 timeout 600 "$run" -n 2 --timeout 590 \
-      "$bench" "${bargs[@]}" --compare nccl -J "$out/bench_nccl_cmp_n2.json"
-  else
-    note "bench      not run (SHARC_GPU_BENCH=0)"
-  fi
-else
-  note "configure or build failed: tests not run"
 fi
 
-echo "=== summary ($summary)"
-cat "$summary"
-[ "$failed" -eq 0 ] && echo "device_run: all steps passed" ||
-  echo "device_run: FAILED (logs in $out)"
-exit "$failed"
+if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
+  run=$build/sharcrun bench=$build/bench/sharc-bench
+  # -n 10 -w 2: the staged path at 128 MiB takes tens of ms per call;
+  # the runs together stay within a few minutes
+  bargs=(all -b 8 -e 256M -f 4 -n 10 -w 2 -T 300 --mem cuda)
+  for n in 2 4; do
+    step "bench_cuda_n$n" timeout 150 "$run" -n "$n" --timeout 140 "$bench" \
+      "${bargs[@]}" -J "$logs/bench_cuda_n$n.json"
+  done
+  # the CUDA IPC path (item 3; the 85%-of-copy-limit target of item 7)
+  for n in 2 4; do
+    step "bench_ipc_n$n" env SHARC_CUDA_PATH=ipc timeout 120 "$run" -n "$n" \
+      --timeout 110 "$bench" "${bargs[@]}" -J "$logs/bench_ipc_n$n.json"
+  done
+  optional bench_nccl_n1 timeout 60 "$run" -n 1 --timeout 50 "$bench" \
+    "${bargs[@]}" --backend nccl -J "$logs/bench_nccl_n1.json"
+  optional bench_nccl_cmp_n2 timeout 90 "$run" -n 2 --timeout 80 \
+    "$bench" "${bargs[@]}" --compare nccl -J "$logs/bench_nccl_cmp_n2.json"
+elif want bench; then
+  note "bench      not run (SHARC_GPU_BENCH=0)"
+fi
+finish

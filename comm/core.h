@@ -123,8 +123,8 @@ const char *err_last(void);
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
   X(TCP_DIRECT_BYTES, "SHARC_TCP_DIRECT_BYTES", "262144",                      \
-    "tcp sends of at least this many bytes skip the tx staging FIFO: the "     \
-    "progress thread sends from the user buffer (0: always stage)")            \
+    "tcp messages of at least this many bytes skip the staging FIFOs: sent "   \
+    "from and received into the user buffer (0: always stage)")                \
   X(CUDA_RELEASE, "SHARC_CUDA_RELEASE", "auto",                                \
     "how a CUDA stream waits for a staged collective: auto "                   \
     "(cuStreamWaitValue32 where the driver has it) or hostfn (a blocking "     \

@@ -19,27 +19,44 @@
  * rings the comm's doorbell (comm_wake) whenever it receives bytes, frees
  * space, or learns of a failure.
  *
- * Connections: the lower rank dials the higher rank's listener
- * (comm->peers[peer].addr) and sends a hello {magic, version, uid, token,
- * rank, chan}; the higher rank's progress thread accepts, checks it (token in
- * constant time) and binds the socket to the pair, or drops it with a WARN.
- * The first dial to a peer also opens its control socket (chan 0xFF), which
- * carries abort notices and a goodbye sent at clean teardown. A control
- * socket that ends without a goodbye means the peer died: comm_fail at once.
- * A data socket that ends only makes that FIFO report PEER_LOST (lazily, from
- * check()) once its received bytes are consumed.
+ * Connections (tcp_conn.c; shared state in tcp_impl.h): the lower rank
+ * dials the higher rank's listener (comm->peers[peer].addr) and sends a hello
+ * {magic, version, uid, token, rank, chan}; the higher rank's progress thread
+ * accepts, checks it (token in constant time) and binds the socket to the pair,
+ * or drops it with a WARN. The first dial to a peer also opens its control
+ * socket (chan 0xFF), which carries abort notices and a goodbye sent at clean
+ * teardown. A control socket that ends without a goodbye means the peer died:
+ * comm_fail at once. A data socket that ends only makes that FIFO report
+ * PEER_LOST (lazily, from check()) once its received bytes are consumed.
  *
- * Direct sends (at least SHARC_TCP_DIRECT_BYTES, not under SHARC_FAULT):
+ * Direct messages (at least SHARC_TCP_DIRECT_BYTES, not under SHARC_FAULT):
  * staging costs a memcpy per byte on each side on top of the kernel's two
- * copies (bench/results/tcp_throughput.md), so a large send skips the tx
- * ring: send_begin hands the user buffer to the progress thread, which
- * send()s from it once the ring has drained (order), then the zero padding
- * the staged path would have sent, and clears tx_direct when the kernel has
- * every byte (send_done). The wire is unchanged, so the receiver does not
- * know or care. Receives still go through the rx ring (recv_begin says
- * "inline"): a version that let the executor recv() into its buffers
- * desynchronised streams under tests/mp/coll_check with 3-4 ranks and was
- * taken out; see tcp_throughput.md.
+ * copies (bench/results/tcp_throughput.md), so large messages skip the
+ * rings. The wire is the same either way (payload, then padding to
+ * exec_wire_bytes), so each end picks its mode alone.
+ *
+ * - Send: send_begin hands the user buffer to the progress thread, which
+ *   send()s from it once the tx ring has drained (order), then the padding,
+ *   and clears tx_direct when the kernel has every byte (send_done).
+ * - Receive: recv_begin takes the socket's input from the progress thread
+ *   (rx_direct, set under rx_lock: no burst into the rx ring is in flight
+ *   after it); recv_copy, in the executor, takes first what the ring
+ *   already holds, then recv()s the socket straight into the destination.
+ *   A call copies all of its slice or nothing (the executor gives every
+ *   reduction of a round one bounce buffer); while ring + socket hold less,
+ *   SO_RCVLOWAT is set to the missing bytes, rx_want asks the progress
+ *   thread to poll POLLIN, and it rings the doorbell once they are there.
+ *   recv_done hands the socket back.
+ *
+ * The rx ring's counters count stream bytes, also those the executor reads
+ * past the ring: it moves head and tail together over them. So every
+ * message starts 64-byte aligned in the ring as in the stream, which the
+ * executor relies on (it reduces whole elements from the contiguous bytes
+ * recv_avail returns; exec_wire_bytes). Counting only the bytes that passed
+ * through the ring was the bug that withdrew the first version of direct
+ * receives: after a direct message that began in the ring, a later staged
+ * message could start mid-element at the ring's wrap and a reduction wait
+ * forever for a whole element (tcp_throughput.md, section 7).
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -50,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,118 +75,7 @@
 #include "exec.h"
 #include "fault.h"
 #include "net.h"
-
-#define TCP_MAGIC 0x53484354u /* "SHCT" */
-#define TCP_CTRL_MAGIC 0x53484341u
-#define TCP_VERSION 1u
-#define TCP_CTRL 0xFFu              /* hello chan of the control socket */
-#define TCP_MAX_PENDING 64          /* accepted sockets awaiting their hello */
-#define TCP_HELLO_NS 10000000000ull /* a dialer must say hello within 10 s */
-#define TCP_BURST 16                /* send/recv calls per socket per wake-up */
-
-typedef struct {
-  uint32_t magic, version;
-  uint64_t uid;
-  uint8_t token[SHARC_TOKEN_BYTES];
-  int32_t rank;  /* the dialer */
-  uint32_t chan; /* 0..nchan-1, or TCP_CTRL */
-} hello_t;       /* 40 bytes, no padding */
-
-typedef struct {
-  uint32_t magic;
-  int32_t failed_rank; /* -1 unknown */
-  int32_t status;      /* SHARC_OK: goodbye (clean teardown) */
-} ctrl_msg_t;
-
-typedef struct {
-  uint8_t *buf;
-  size_t size;                        /* bytes, power of two, multiple of 64 */
-  _Alignas(64) _Atomic uint64_t head; /* bytes ever produced */
-  _Alignas(64) _Atomic uint64_t tail; /* bytes ever consumed */
-  _Alignas(64) _Atomic int armed;     /* the progress thread watches it */
-} ring_t;
-
-struct tcp_pair;
-typedef struct {
-  transport_conn_t base; /* first: what the executor holds */
-  struct tcp_pair *pair;
-} tcp_conn_t;
-
-typedef struct tcp_pair {
-  ring_t txr, rxr;
-  tcp_conn_t tx, rx;
-  struct tcp_state *st;
-  int peer, chan;
-  int fd;             /* -1 until dialed or accepted; under st->lock */
-  uint64_t deadline;  /* acceptor: when check() gives up waiting for the dial */
-  _Atomic int rx_eof; /* no more bytes will arrive */
-  _Atomic int tx_dead; /* bytes can no longer be sent */
-  _Atomic int err;     /* errno that ended the socket, 0 for EOF */
-  /* Direct sends: the progress thread sends tx_src, then zero padding up to
-   * tx_wire; fields written by the executor before it sets tx_direct. */
-  _Atomic int tx_direct;
-  const uint8_t *tx_src;
-  size_t tx_bytes, tx_wire;
-  size_t tx_off; /* progress thread only */
-} tcp_pair_t;
-
-typedef struct {
-  tcp_pair_t **chan;         /* [nchan] */
-  _Atomic int ctrl_fd;       /* -1 until connected */
-  pthread_mutex_t ctrl_lock; /* one writer of control messages at a time */
-  uint8_t cbuf[sizeof(ctrl_msg_t)];
-  size_t cfill;        /* progress thread only */
-  int ctrl_done;       /* progress thread stopped reading it */
-  _Atomic int goodbye; /* peer tore down cleanly */
-  _Atomic int lost;    /* peer's control socket ended without goodbye */
-} tcp_peer_t;
-
-typedef struct {
-  int fd;
-  size_t fill;
-  uint64_t deadline;
-  hello_t h;
-  net_addr_t from;
-} pending_t;
-
-typedef struct {
-  int kind; /* K_* */
-  void *obj;
-} poll_who_t;
-
-struct tcp_state {
-  struct sharc_comm *comm;
-  size_t fifo_bytes;
-  size_t direct_bytes; /* SHARC_TCP_DIRECT_BYTES; SIZE_MAX: never */
-  int nchan;           /* comm->nchan, at least 1 */
-  int efd;
-  pthread_t thread;
-  int thread_started;
-  _Atomic int stop;
-  pthread_mutex_t lock;            /* pair creation, fd binding, ctrl_fd */
-  pthread_mutex_t dial_lock;       /* serialises dialing threads */
-  tcp_peer_t *peers;               /* [nranks] */
-  tcp_pair_t **pairs;              /* [nranks * nchan] */
-  pending_t pend[TCP_MAX_PENDING]; /* progress thread only */
-  int npend;
-  uint64_t accept_pause; /* out of fds: leave the listener until then */
-  struct pollfd *pfd;    /* progress thread scratch: [pcap] */
-  poll_who_t *pwho;
-  size_t pcap;
-};
-
-enum { K_EFD, K_LISTEN, K_PEND, K_CTRL, K_DATA };
-
-static void kick(struct tcp_state *st) {
-  uint64_t one = 1;
-  ssize_t r = write(st->efd, &one, sizeof one);
-  (void)r; /* EAGAIN means a wake-up is already pending */
-}
-
-static const char *addr_of(struct sharc_comm *comm, int peer, char *buf,
-                           size_t len) {
-  return net_addr_str(&comm->peers[peer].addr, buf, len);
-}
+#include "tcp_impl.h"
 
 /* ---- rings (executor side) -------------------------------------------- */
 
@@ -191,7 +98,7 @@ static void tcp_send_commit(transport_conn_t *c, size_t bytes) {
   uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
   atomic_store(&r->head, head + bytes);
   if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1))
-    kick(p->st);
+    tcp_kick(p->st);
 }
 
 static size_t tcp_recv_avail(transport_conn_t *c, const void **ptr) {
@@ -209,7 +116,7 @@ static void tcp_recv_release(transport_conn_t *c, size_t bytes) {
   uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
   atomic_store(&r->tail, tail + bytes);
   if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1))
-    kick(p->st);
+    tcp_kick(p->st);
 }
 
 /* ---- direct messages (executor side) ------------------------------------ */
@@ -227,7 +134,7 @@ static int tcp_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   p->tx_off = 0;
   atomic_store(&p->tx_direct, 1); /* publishes the fields above */
   if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1))
-    kick(p->st);
+    tcp_kick(p->st);
   return 1;
 }
 
@@ -235,13 +142,177 @@ static int tcp_send_done(transport_conn_t *c) {
   return !atomic_load(&((tcp_conn_t *)c)->pair->tx_direct);
 }
 
-/* Receives always go through the rx ring (see the top). */
 static int tcp_recv_begin(transport_conn_t *c, size_t bytes,
                           const void **direct) {
-  (void)c;
-  (void)bytes;
+  tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
   *direct = NULL;
-  return 0;
+  if (bytes < p->st->direct_recv || fault_enabled())
+    return 0; /* inline: SHARC_FAULT hooks see every staged byte */
+  pthread_mutex_lock(&p->rx_lock); /* waits out a burst into the ring */
+  atomic_store(&p->rx_direct, 1);
+  pthread_mutex_unlock(&p->rx_lock);
+  p->rx_bytes = bytes;
+  p->rx_wire = exec_wire_bytes(bytes);
+  p->rx_off = 0;
+  return 2;
+}
+
+/* Bytes in the rx ring. */
+static size_t ring_used(ring_t *r) {
+  return (size_t)(atomic_load_explicit(&r->head, memory_order_acquire) -
+                  atomic_load_explicit(&r->tail, memory_order_relaxed));
+}
+
+/* The receive side of the socket ended (k == 0) or failed (k < 0, errno
+ * set): check() reports it, naming the peer. */
+static sharc_status_t rx_ended(tcp_pair_t *p, ssize_t k) {
+  if (k < 0)
+    atomic_store(&p->err, errno);
+  atomic_store(&p->rx_eof, 1);
+  TRACE(SUB_NET, "tcp: rank %d channel %d: receive side ended (%s)", p->peer,
+        p->chan, k < 0 ? strerror(errno) : "EOF");
+  comm_wake(p->st->comm); /* this executor's next check() reports it */
+  return SHARC_ERR_PEER_LOST;
+}
+
+/* Whether ring + socket hold `need` bytes; if not, arranges a wake-up for
+ * when they do (SO_RCVLOWAT, rx_want) and returns 0. The executor read its
+ * doorbell before this call, so the progress thread's wake-up is not lost.
+ * Sets *st on a failure. */
+static int rx_ready(tcp_pair_t *p, size_t need, sharc_status_t *st) {
+  ring_t *r = &p->rxr;
+  *st = SHARC_OK;
+  for (;;) {
+    size_t ring = ring_used(r);
+    if (ring >= need)
+      return 1;
+    int queued = 0;
+    if (ioctl(p->rx_fd, FIONREAD, &queued) < 0)
+      queued = 0;
+    if (ring + (size_t)queued >= need)
+      return 1;
+    if (atomic_load(&p->rx_eof)) {
+      *st = SHARC_ERR_PEER_LOST;
+      return 0;
+    }
+    if (p->rx_waiting && !atomic_load(&p->rx_want)) {
+      /* POLLIN came with fewer bytes than asked: end of stream, or a low
+       * mark the kernel did not honour (memory pressure). Move what is
+       * there into the (frozen, executor-owned) ring, so the next wait is
+       * for new bytes; tcp_setup made sure the ring can hold `need`. */
+      p->rx_waiting = 0;
+      uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+      size_t o = (size_t)head & (r->size - 1);
+      size_t room = SHARC_MIN(r->size - ring, r->size - o);
+      ssize_t k = recv(p->rx_fd, r->buf + o, SHARC_MIN(room, need - ring),
+                       MSG_DONTWAIT);
+      if (k > 0) {
+        atomic_store_explicit(&r->head, head + (uint64_t)k,
+                              memory_order_release);
+        continue;
+      }
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        *st = rx_ended(p, k);
+        return 0;
+      }
+    }
+    int lowat = (int)SHARC_MIN(need - ring, (size_t)1 << 30);
+    if (lowat != p->rx_lowat && setsockopt(p->rx_fd, SOL_SOCKET, SO_RCVLOWAT,
+                                           &lowat, sizeof lowat) == 0)
+      p->rx_lowat = lowat;
+    p->rx_waiting = 1;
+    if (!atomic_exchange(&p->rx_want, 1))
+      tcp_kick(p->st);
+    return 0;
+  }
+}
+
+/* Reads message bytes [off, off + n) into dst: first what the rx ring got
+ * before the executor took the socket, then the socket; the call that
+ * reaches the payload's end also consumes the padding. All or nothing (see
+ * the top). Not SHARC_OK: not there yet (retry with the same off), or the
+ * connection failed (check() says so). */
+static sharc_status_t tcp_recv_copy(transport_conn_t *c, void *dst, size_t off,
+                                    size_t n) {
+  tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
+  struct tcp_state *st = p->st;
+  ring_t *r = &p->rxr;
+  uint8_t *d = dst, pad[64];
+  if (!atomic_load_explicit(&p->rx_direct, memory_order_relaxed) ||
+      p->rx_off != off || n > p->rx_bytes - off) {
+    char why[200];
+    snprintf(why, sizeof why,
+             "tcp: direct receive from rank %d channel %d asked for bytes "
+             "%zu..%zu of %zu while at %zu (internal error)",
+             c->peer, c->chan, off, off + n, p->rx_bytes, p->rx_off);
+    comm_fail(st->comm, -1, SHARC_ERR_INTERNAL, why);
+    return SHARC_ERR_INTERNAL;
+  }
+  size_t goal = off + n >= p->rx_bytes ? p->rx_wire : off + n;
+  if (p->rx_fd < 0) { /* the acceptor's socket may not be here yet */
+    pthread_mutex_lock(&st->lock);
+    p->rx_fd = p->fd;
+    pthread_mutex_unlock(&st->lock);
+    if (p->rx_fd < 0)
+      return SHARC_ERR_NET; /* binding it rings the doorbell */
+  }
+  sharc_status_t s;
+  if (!rx_ready(p, goal - off, &s))
+    return s != SHARC_OK ? s : SHARC_ERR_NET;
+  p->rx_waiting = 0;
+  while (p->rx_off < goal) {
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (head != tail) { /* frozen: the progress thread no longer fills it */
+      size_t o = (size_t)tail & (r->size - 1);
+      size_t k = SHARC_MIN((size_t)(head - tail), r->size - o);
+      k = SHARC_MIN(k, goal - p->rx_off);
+      if (p->rx_off < p->rx_bytes) /* payload to dst, padding nowhere */
+        memcpy(d + (p->rx_off - off), r->buf + o,
+               SHARC_MIN(k, p->rx_bytes - p->rx_off));
+      p->rx_off += k;
+      atomic_store_explicit(&r->tail, tail + k, memory_order_release);
+      continue;
+    }
+    int data = p->rx_off < p->rx_bytes;
+    uint8_t *to = data ? d + (p->rx_off - off) : pad;
+    size_t want = (data ? SHARC_MIN(goal, p->rx_bytes) : goal) - p->rx_off;
+    ssize_t k = recv(p->rx_fd, to, want, MSG_DONTWAIT);
+    if (k > 0) {
+      p->rx_off += (size_t)k;
+      /* The ring is empty: it skips these stream bytes (see the top). */
+      atomic_store_explicit(&r->head, head + (uint64_t)k, memory_order_release);
+      atomic_store_explicit(&r->tail, tail + (uint64_t)k, memory_order_release);
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      /* FIONREAD counted these bytes, so they are queued; never seen, but
+       * this call must finish what it started: wait in place. */
+      struct pollfd pf = {p->rx_fd, POLLIN, 0};
+      poll(&pf, 1, 100);
+      if (atomic_load(&st->comm->fail.failed))
+        return SHARC_ERR_NET;
+      continue;
+    }
+    return rx_ended(p, k);
+  }
+  return SHARC_OK;
+}
+
+static void tcp_recv_done(transport_conn_t *c) {
+  tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
+  int one = 1;
+  if (p->rx_lowat != 1 && p->rx_fd >= 0 &&
+      setsockopt(p->rx_fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one) == 0)
+    p->rx_lowat = 1;
+  p->rx_waiting = 0;
+  atomic_store(&p->rx_want, 0);
+  atomic_store(&p->rx_direct, 0); /* hand the socket back to the thread */
+  tcp_kick(p->st);
 }
 
 /* ---- pairs ------------------------------------------------------------- */
@@ -249,13 +320,14 @@ static int tcp_recv_begin(transport_conn_t *c, size_t bytes,
 static void pair_free(tcp_pair_t *p) {
   if (!p)
     return;
+  pthread_mutex_destroy(&p->rx_lock);
   free(p->txr.buf);
   free(p->rxr.buf);
   free(p);
 }
 
 /* Under st->lock. NULL when out of memory. */
-static tcp_pair_t *pair_get(struct tcp_state *st, int peer, int chan) {
+tcp_pair_t *tcp_pair_get(struct tcp_state *st, int peer, int chan) {
   tcp_pair_t **slot = &st->peers[peer].chan[chan];
   if (*slot)
     return *slot;
@@ -279,6 +351,9 @@ static tcp_pair_t *pair_get(struct tcp_state *st, int peer, int chan) {
   p->peer = peer;
   p->chan = chan;
   p->fd = -1;
+  p->rx_fd = -1;
+  p->rx_lowat = 1;
+  pthread_mutex_init(&p->rx_lock, NULL);
   *slot = p;
   return p;
 }
@@ -406,6 +481,13 @@ static void tcp_notify_abort(struct sharc_comm *comm, int failed_rank,
 static void do_recv(struct tcp_state *st, tcp_pair_t *p) {
   ring_t *r = &p->rxr;
   int got = 0, ended = 0, err = 0;
+  pthread_mutex_lock(&p->rx_lock);
+  if (atomic_load(&p->rx_direct)) { /* the executor reads it: tell it */
+    pthread_mutex_unlock(&p->rx_lock);
+    if (atomic_exchange(&p->rx_want, 0))
+      comm_wake(st->comm);
+    return;
+  }
   for (int i = 0; i < TCP_BURST; i++) {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
@@ -429,6 +511,7 @@ static void do_recv(struct tcp_state *st, tcp_pair_t *p) {
     ended = 1;
     break;
   }
+  pthread_mutex_unlock(&p->rx_lock);
   if (got)
     comm_wake(st->comm);
   if (ended) {
@@ -521,129 +604,15 @@ static int ring_ready(ring_t *r, int tx, const tcp_pair_t *p) {
 
 static short pair_events(tcp_pair_t *p) {
   short ev = 0;
-  if (!atomic_load(&p->rx_eof) && ring_ready(&p->rxr, 0, p))
+  if (atomic_load(&p->rx_eof))
+    ;
+  else if (atomic_load(&p->rx_direct)) /* only while the executor waits */
+    ev |= atomic_load(&p->rx_want) ? POLLIN : 0;
+  else if (ring_ready(&p->rxr, 0, p))
     ev |= POLLIN;
   if (!atomic_load(&p->tx_dead) && ring_ready(&p->txr, 1, p))
     ev |= POLLOUT;
   return ev;
-}
-
-/* ---- progress thread: accepting -------------------------------------------
- */
-
-static void do_accept(struct tcp_state *st) {
-  while (st->npend < TCP_MAX_PENDING) {
-    pending_t *pe = &st->pend[st->npend];
-    memset(pe, 0, sizeof *pe);
-    int fd =
-        net_accept_nb(st->comm->listen_fd, &pe->from, "tcp", &st->accept_pause);
-    if (fd < 0)
-      return;
-    pe->fd = fd;
-    pe->deadline = time_ns() + TCP_HELLO_NS;
-    st->npend++;
-  }
-}
-
-/* Checks a complete hello and binds its socket. Returns 1 when the socket
- * now belongs to a pair or control slot, 0 when the caller must close it. */
-static int bind_hello(struct tcp_state *st, pending_t *pe) {
-  struct sharc_comm *comm = st->comm;
-  const hello_t *h = &pe->h;
-  const char *bad = NULL;
-  if (h->magic != TCP_MAGIC)
-    bad = "not a sharc hello";
-  else if (h->version != TCP_VERSION)
-    bad = "protocol version differs";
-  else if (h->uid != comm->uid)
-    bad = "another communicator";
-  else if (!net_secret_equal(h->token, comm->token, SHARC_TOKEN_BYTES))
-    bad = "wrong job token";
-  else if (h->rank < 0 || h->rank >= comm->rank)
-    bad = "rank out of range";
-  else if (h->chan != TCP_CTRL && h->chan >= (uint32_t)st->nchan)
-    bad = "channel out of range";
-  int r = h->rank, ok = 0;
-  if (!bad) {
-    pthread_mutex_lock(&st->lock);
-    if (h->chan == TCP_CTRL) {
-      if (atomic_load(&st->peers[r].ctrl_fd) < 0) {
-        atomic_store(&st->peers[r].ctrl_fd, pe->fd);
-        ok = 1;
-      }
-    } else {
-      tcp_pair_t *p = pair_get(st, r, (int)h->chan);
-      if (!p)
-        bad = "out of memory for its FIFOs";
-      else if (p->fd < 0) {
-        p->fd = pe->fd;
-        ok = 1;
-      }
-    }
-    pthread_mutex_unlock(&st->lock);
-    if (!ok && !bad)
-      bad = "duplicate connection";
-  }
-  char as[96];
-  if (bad) {
-    WARN(SUB_NET,
-         "tcp: dropped connection from %s: %s (this is rank %d of "
-         "communicator %llx; the job is not disturbed)",
-         net_addr_str(&pe->from, as, sizeof as), bad, comm->rank,
-         (unsigned long long)comm->uid);
-    return 0;
-  }
-  int one = 1;
-  setsockopt(pe->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  TRACE(SUB_NET, "tcp: accepted rank %d channel %d from %s", r,
-        h->chan == TCP_CTRL ? -1 : (int)h->chan,
-        net_addr_str(&pe->from, as, sizeof as));
-  comm_wake(comm);
-  return 1;
-}
-
-static void pend_read(struct tcp_state *st, pending_t *pe) {
-  char as[96];
-  for (;;) {
-    ssize_t n = recv(pe->fd, (uint8_t *)&pe->h + pe->fill,
-                     sizeof pe->h - pe->fill, MSG_DONTWAIT);
-    if (n > 0) {
-      pe->fill += (size_t)n;
-      if (pe->fill < sizeof pe->h)
-        continue;
-      if (!bind_hello(st, pe))
-        close(pe->fd);
-      pe->fd = -1;
-      return;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return;
-    WARN(SUB_NET, "tcp: dropped connection from %s: closed before its hello",
-         net_addr_str(&pe->from, as, sizeof as));
-    close(pe->fd);
-    pe->fd = -1;
-    return;
-  }
-}
-
-static void pend_expire(struct tcp_state *st, uint64_t now) {
-  char as[96];
-  int j = 0;
-  for (int i = 0; i < st->npend; i++) {
-    pending_t *pe = &st->pend[i];
-    if (pe->fd >= 0 && now >= pe->deadline) {
-      WARN(SUB_NET, "tcp: dropped connection from %s: no hello within %llu s",
-           net_addr_str(&pe->from, as, sizeof as),
-           (unsigned long long)(TCP_HELLO_NS / 1000000000ull));
-      close(pe->fd);
-      pe->fd = -1;
-    }
-    if (pe->fd >= 0)
-      st->pend[j++] = *pe;
-  }
-  st->npend = j;
 }
 
 /* ---- progress thread: loop ---------------------------------------------- */
@@ -735,23 +704,25 @@ static void *progress_main(void *arg) {
         break;
       }
       case K_LISTEN:
-        do_accept(st);
+        tcp_accept(st);
         break;
       case K_PEND:
-        pend_read(st, obj);
+        tcp_pend_read(st, obj);
         break;
       case K_CTRL:
         ctrl_read(st, (int)(intptr_t)obj);
         break;
       case K_DATA:
-        if (ev & POLLIN)
+        /* not on POLLOUT alone: that would tell a waiting direct receive
+         * that its bytes are there */
+        if ((ev & POLLIN) && (re & (POLLIN | POLLERR | POLLHUP)))
           do_recv(st, obj);
         if (ev & POLLOUT)
           do_send(st, obj);
         break;
       }
     }
-    pend_expire(st, time_ns());
+    tcp_pend_expire(st, time_ns());
   }
   return NULL;
 }
@@ -780,6 +751,10 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
   int64_t direct = param_int(PARAM_TCP_DIRECT_BYTES);
   /* at least 64: a direct message is never empty */
   st->direct_bytes = direct <= 0 ? SIZE_MAX : SHARC_MAX((size_t)direct, 64);
+  /* A direct receive waits for one executor slice (plus padding) at a time
+   * and, should the kernel not keep that much queued, collects it in the
+   * ring: only where the ring can hold it. */
+  st->direct_recv = comm->cfg.slice + 64 <= fifo ? st->direct_bytes : SIZE_MAX;
   st->comm = comm;
   st->nchan = nchan;
   st->fifo_bytes = fifo;
@@ -816,85 +791,8 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
   st->thread_started = 1;
   INFO(SUB_NET,
        "tcp: ready, %d channel(s), FIFOs of %zu bytes, direct sends from %zu "
-       "bytes",
-       nchan, fifo, st->direct_bytes);
-  return SHARC_OK;
-}
-
-/* Dials peer's listener and says hello; returns a non-blocking socket. */
-static sharc_status_t dial(struct tcp_state *st, int peer, uint32_t chan,
-                           uint64_t deadline, int *out) {
-  struct sharc_comm *comm = st->comm;
-  char as[96];
-  int fd = -1;
-  sharc_status_t s = net_connect(&comm->peers[peer].addr, deadline, &fd);
-  if (s == SHARC_OK) {
-    hello_t h = {TCP_MAGIC, TCP_VERSION, comm->uid, {0}, comm->rank, chan};
-    memcpy(h.token, comm->token, sizeof h.token);
-    if (fault_enabled()) /* SHARC_FAULT corrupt:R:header */
-      fault_header(peer, &h, sizeof h,
-                   chan == TCP_CTRL ? "control connection's hello" : "hello");
-    s = net_send_all(fd, &h, sizeof h, deadline);
-    if (s != SHARC_OK)
-      close(fd);
-  }
-  if (s != SHARC_OK)
-    return comm_error(comm, s == SHARC_ERR_TIMEOUT ? s : SHARC_ERR_NET,
-                      "tcp: cannot connect to rank %d (host %s) at %s: %s",
-                      peer, comm->peers[peer].host,
-                      addr_of(comm, peer, as, sizeof as), err_last());
-  net_set_nonblocking(fd);
-  *out = fd;
-  return SHARC_OK;
-}
-
-static sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
-                                  int is_send, uint64_t deadline_ns,
-                                  transport_conn_t **conn) {
-  struct tcp_state *st = comm->tcp;
-  CHECK(comm_check_connect(comm, "tcp", st, peer, chan, st ? st->nchan : 0));
-  tcp_peer_t *pp = &st->peers[peer];
-  pthread_mutex_lock(&st->lock);
-  tcp_pair_t *p = pair_get(st, peer, chan);
-  int bound = p && p->fd >= 0;
-  if (p && peer < comm->rank && p->deadline == 0)
-    p->deadline = deadline_ns;
-  pthread_mutex_unlock(&st->lock);
-  if (!p)
-    return comm_error(comm, SHARC_ERR_NO_MEM,
-                      "tcp: out of memory for the FIFOs to rank %d (2 x %zu "
-                      "bytes)",
-                      peer, st->fifo_bytes);
-  /* The higher rank never dials: the pair binds when the peer's socket
-   * arrives (the rings work before that), so connect does not wait on the
-   * peer's schedule; check() reports a dial that never came. */
-  if (!bound && peer > comm->rank) {
-    sharc_status_t s = SHARC_OK;
-    pthread_mutex_lock(&st->dial_lock);
-    if (atomic_load(&pp->ctrl_fd) < 0) {
-      int fd;
-      s = dial(st, peer, TCP_CTRL, deadline_ns, &fd);
-      if (s == SHARC_OK)
-        atomic_store(&pp->ctrl_fd, fd);
-    }
-    pthread_mutex_lock(&st->lock);
-    bound = p->fd >= 0;
-    pthread_mutex_unlock(&st->lock);
-    if (s == SHARC_OK && !bound) {
-      int fd;
-      s = dial(st, peer, (uint32_t)chan, deadline_ns, &fd);
-      if (s == SHARC_OK) {
-        pthread_mutex_lock(&st->lock);
-        p->fd = fd;
-        pthread_mutex_unlock(&st->lock);
-      }
-    }
-    pthread_mutex_unlock(&st->dial_lock);
-    kick(st);
-    if (s != SHARC_OK)
-      return s;
-  }
-  *conn = is_send ? &p->tx.base : &p->rx.base;
+       "bytes, direct receives from %zu bytes",
+       nchan, fifo, st->direct_bytes, st->direct_recv);
   return SHARC_OK;
 }
 
@@ -914,26 +812,29 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
       return comm_record(comm, SHARC_ERR_TIMEOUT,
                          "tcp: rank %d (host %s, listening at %s) never "
                          "connected channel %d to this rank (SHARC_TIMEOUT=%s)",
-                         c->peer, host, addr_of(comm, c->peer, as, sizeof as),
-                         c->chan, param_str(PARAM_TIMEOUT));
+                         c->peer, host,
+                         tcp_addr_of(comm, c->peer, as, sizeof as), c->chan,
+                         param_str(PARAM_TIMEOUT));
     return SHARC_OK;
   }
   int ended;
   if (c->is_send) {
     ended = atomic_load(&p->tx_dead);
-  } else { /* received bytes stay readable after the end */
+  } else { /* received bytes stay readable after the end; a direct
+            * receive that waits has already taken what it can */
     ended = atomic_load(&p->rx_eof) &&
-            atomic_load(&p->rxr.head) == atomic_load(&p->rxr.tail);
+            (atomic_load(&p->rxr.head) == atomic_load(&p->rxr.tail) ||
+             atomic_load(&p->rx_direct));
   }
   if (fault_enabled() && fault_conn_dropped(c))
     ended = 1; /* SHARC_FAULT drop: what is left will not be read */
   if (atomic_load(&pp->lost) || ended) {
     int err = atomic_load(&p->err);
     if (err && err != ECONNRESET && err != EPIPE)
-      return comm_record(comm, SHARC_ERR_NET,
-                         "tcp: channel %d to rank %d (host %s, %s): %s",
-                         c->chan, c->peer, host,
-                         addr_of(comm, c->peer, as, sizeof as), strerror(err));
+      return comm_record(
+          comm, SHARC_ERR_NET, "tcp: channel %d to rank %d (host %s, %s): %s",
+          c->chan, c->peer, host, tcp_addr_of(comm, c->peer, as, sizeof as),
+          strerror(err));
     if (atomic_load(&pp->goodbye))
       return comm_record(comm, SHARC_ERR_PEER_LOST,
                          "tcp: rank %d (host %s) left the communicator while "
@@ -961,7 +862,7 @@ void tcp_fault_drop(transport_conn_t *c) {
   pthread_mutex_unlock(&st->lock);
   atomic_store(&p->err, ECONNABORTED);
   atomic_store(&p->tx_dead, 1);
-  kick(st);
+  tcp_kick(st);
 }
 
 /* ---- teardown ------------------------------------------------------------ */
@@ -1039,7 +940,7 @@ static void tcp_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
       if (r != comm->rank)
         ctrl_send(st, r, comm->rank, SHARC_OK);
     atomic_store(&st->stop, 1);
-    kick(st);
+    tcp_kick(st);
     pthread_join(st->thread, NULL);
   }
   comm->tcp = NULL;
@@ -1057,6 +958,8 @@ const transport_t transport_tcp = {
     .send_begin = tcp_send_begin,
     .send_done = tcp_send_done,
     .recv_begin = tcp_recv_begin,
+    .recv_done = tcp_recv_done,
+    .recv_copy = tcp_recv_copy,
     .check = tcp_check,
     .notify_abort = tcp_notify_abort,
     .teardown = tcp_teardown,

@@ -2,8 +2,8 @@
  * test_tcp.c - the tcp transport in one process: the transport contract
  * (transport_contract.h: streams, abort notices, clean goodbye, peer loss)
  * plus tcp's own hello checks, with stray connections on a listener while
- * the streams flow, and direct sends (from the caller's buffer) mixed with
- * staged ones.
+ * the streams flow, and direct messages (sent from the caller's buffer,
+ * received straight into it) mixed with staged ones.
  */
 #include "unit/expect.h"
 #include "unit/transport_contract.h"
@@ -191,6 +191,13 @@ static void *dreceiver(void *arg) {
       uint32_t seen = atomic_load(&w->comm->wake->doorbell);
       const void *p;
       size_t k = SHARC_MIN(tp->recv_avail(w->c, &p), wire - done);
+      if (k && done == 0 && ((uintptr_t)p & 63)) { /* see direct_partial */
+        snprintf(w->why, sizeof w->why,
+                 "message %zu (%zu bytes, staged) starts at ring offset "
+                 "%zu mod 64",
+                 i, bytes, (size_t)((uintptr_t)p & 63));
+        goto out;
+      }
       if (k) {
         if (done < bytes) {
           s.done = done;
@@ -261,6 +268,200 @@ static void direct_messages(void) {
     free_comm(cs[r]);
 }
 
+/* ---- a direct receive that begins in the ring ---------------------------- */
+
+/* The bug that withdrew the first direct receives (tcp_throughput.md,
+ * section 7): the progress thread had read the start of a message into the
+ * rx ring when the executor took the socket; the rest came straight from
+ * the socket, the ring's counters did not move over those bytes, and every
+ * later staged message started off its 64-byte alignment in the ring. The
+ * executor reduces whole elements from the contiguous bytes recv_avail
+ * gives, so an element split at the ring's wrap stopped it for good. Here
+ * the first PART bytes of a direct message reach the ring before
+ * recv_begin; then staged messages of 8-byte elements, more than the ring
+ * holds, are read whole elements at a time as a reduction reads them. */
+#define PART 100
+#define NSTAGED 12
+#define BIG 300001 /* bytes of the direct message */
+
+typedef struct {
+  dworker_t tx, rx;
+  _Atomic int begun; /* the receiver called recv_begin */
+  _Atomic int quit;  /* the receiver stopped: so does the sender */
+} partial_t;
+
+static size_t staged_bytes(size_t i) { return 1000008 - 8 * i; }
+
+/* Commits bytes [from, to) of message s (payload, then padding). */
+static int put(partial_t *x, stream_t *s, size_t from, size_t to, uint64_t dl) {
+  while (from < to) {
+    uint32_t seen = atomic_load(&x->tx.comm->wake->doorbell);
+    void *p;
+    size_t k = SHARC_MIN(tp->send_space(x->tx.c, &p), to - from);
+    if (k) {
+      if (from < s->total) {
+        s->done = from;
+        pattern(s, p, SHARC_MIN(k, s->total - from), 0);
+      }
+      tp->send_commit(x->tx.c, k);
+      from += k;
+    } else if (atomic_load(&x->quit) || !dwait(x->tx.comm, seen, dl)) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void *psender(void *arg) {
+  partial_t *x = arg;
+  uint64_t dl = time_ns() + 30000000000ull;
+  stream_t s = {x->tx.c, 4242, 0, BIG};
+  /* staged on this side, so that the receiver can see the start alone */
+  if (!put(x, &s, 0, PART, dl))
+    goto fail;
+  while (!atomic_load(&x->begun)) {
+    if (atomic_load(&x->quit) || time_ns() > dl)
+      goto fail;
+    usleep(1000);
+  }
+  if (!put(x, &s, PART, exec_wire_bytes(BIG), dl))
+    goto fail;
+  for (size_t i = 0; i < NSTAGED; i++) {
+    stream_t t = {x->tx.c, (uint32_t)(i * 7919 % PRIME), 0, staged_bytes(i)};
+    if (!put(x, &t, 0, exec_wire_bytes(t.total), dl))
+      goto fail;
+  }
+  x->tx.ok = 1;
+  return NULL;
+fail:
+  snprintf(x->tx.why, sizeof x->tx.why, "stopped");
+  return NULL;
+}
+
+/* Reads staged message i as a reduction does: whole 8-byte elements from
+ * the contiguous bytes recv_avail gives, waiting while less than one is
+ * there. An element split at the ring's wrap never becomes whole. */
+static int read_elements(dworker_t *w, size_t i, uint64_t dl) {
+  size_t bytes = staged_bytes(i), wire = exec_wire_bytes(bytes);
+  stream_t t = {w->c, (uint32_t)(i * 7919 % PRIME), 0, bytes};
+  uint64_t stuck = time_ns() + 5000000000ull;
+  for (size_t done = 0; done < wire;) {
+    uint32_t seen = atomic_load(&w->comm->wake->doorbell);
+    const void *p;
+    size_t k = SHARC_MIN(tp->recv_avail(w->c, &p), wire - done);
+    if (k && done == 0 && ((uintptr_t)p & 63)) {
+      snprintf(w->why, sizeof w->why,
+               "staged message %zu after the direct one starts at ring "
+               "offset %zu mod 64",
+               i, (size_t)((uintptr_t)p & 63));
+      return 0;
+    }
+    size_t data = done < bytes ? SHARC_MIN(k, bytes - done) : k;
+    if (done < bytes)
+      data -= data % 8;
+    if (data == 0) {
+      if (k && time_ns() > stuck) {
+        snprintf(w->why, sizeof w->why,
+                 "staged message %zu: an element is split at the ring's "
+                 "wrap (%zu contiguous bytes at payload offset %zu for 5 s)",
+                 i, k, done);
+        return 0;
+      }
+      if (!dwait(w->comm, seen, dl)) {
+        snprintf(w->why, sizeof w->why, "no progress for 30 s");
+        return 0;
+      }
+      continue;
+    }
+    if (done < bytes) {
+      t.done = done;
+      if (pattern(&t, (uint8_t *)p, data, 1)) {
+        snprintf(w->why, sizeof w->why, "staged message %zu: bad bytes", i);
+        return 0;
+      }
+      if (done + data < bytes)
+        k = data; /* the padding goes with the payload's end */
+    }
+    tp->recv_release(w->c, k);
+    done += k;
+    stuck = time_ns() + 5000000000ull;
+  }
+  return 1;
+}
+
+static void *preceiver(void *arg) {
+  partial_t *x = arg;
+  dworker_t *w = &x->rx;
+  uint64_t dl = time_ns() + 30000000000ull;
+  uint8_t *buf = malloc(BIG);
+  const void *p, *direct;
+  for (;;) { /* the start, alone in the ring */
+    uint32_t seen = atomic_load(&w->comm->wake->doorbell);
+    if (tp->recv_avail(w->c, &p) >= PART)
+      break;
+    if (!dwait(w->comm, seen, dl)) {
+      snprintf(w->why, sizeof w->why, "the first bytes did not arrive");
+      goto out;
+    }
+  }
+  int r = buf ? tp->recv_begin(w->c, BIG, &direct) : -1;
+  atomic_store(&x->begun, 1);
+  if (r != 2) { /* SHARC_TCP_DIRECT_BYTES is 0 or above BIG */
+    snprintf(w->why, sizeof w->why, "recv_begin returned %d, not 2", r);
+    goto out;
+  }
+  for (size_t off = 0; off < BIG;) {
+    size_t n = SHARC_MIN(DSLICE, BIG - off);
+    uint32_t seen = atomic_load(&w->comm->wake->doorbell);
+    if (tp->recv_copy(w->c, buf + off, off, n) == SHARC_OK)
+      off += n;
+    else if (!dwait(w->comm, seen, dl)) {
+      snprintf(w->why, sizeof w->why, "direct message: no progress");
+      goto out;
+    }
+  }
+  tp->recv_done(w->c);
+  stream_t s = {w->c, 4242, 0, BIG};
+  if (pattern(&s, buf, BIG, 1)) {
+    snprintf(w->why, sizeof w->why, "direct message: bad bytes");
+    goto out;
+  }
+  for (size_t i = 0; i < NSTAGED; i++)
+    if (!read_elements(w, i, dl))
+      goto out;
+  w->ok = 1;
+out:
+  if (!w->ok)
+    atomic_store(&x->quit, 1);
+  atomic_store(&x->begun, 1);
+  free(buf);
+  return NULL;
+}
+
+static void direct_partial(void) {
+  struct sharc_comm *cs[2];
+  make_comms(cs, 2, 0x3004, 0x44);
+  for (int r = 0; r < 2; r++)
+    EXPECT(tp->setup(cs[r]) == SHARC_OK, "%s", err_last());
+  uint64_t dl = time_ns() + 5000000000ull;
+  partial_t x = {{cs[0], NULL, 0, {0}}, {cs[1], NULL, 0, {0}}, 0, 0};
+  EXPECT(tp->connect(cs[0], 1, 0, 1, dl, &x.tx.c) == SHARC_OK, "%s",
+         err_last());
+  EXPECT(tp->connect(cs[1], 0, 0, 0, dl, &x.rx.c) == SHARC_OK, "%s",
+         err_last());
+  if (!x.tx.c || !x.rx.c)
+    return;
+  pthread_t th[2];
+  pthread_create(&th[0], NULL, psender, &x);
+  pthread_create(&th[1], NULL, preceiver, &x);
+  pthread_join(th[0], NULL);
+  pthread_join(th[1], NULL);
+  EXPECT(x.rx.ok, "receiver: %s", x.rx.why);
+  EXPECT(x.tx.ok || !x.rx.ok, "sender: %s", x.tx.why);
+  for (int r = 0; r < 2; r++)
+    free_comm(cs[r]);
+}
+
 int main(void) {
   pattern_init();
   tp = &transport_tcp;
@@ -268,6 +469,7 @@ int main(void) {
   uint64_t t0 = time_ns();
   contract_stream(strays);
   direct_messages();
+  direct_partial();
   contract_goodbye();
   contract_peer_lost(NCHAN + 1); /* a data socket per channel, one control */
   printf("test_tcp: %d passed, %d failed (%.1f s)\n", passed, failed,

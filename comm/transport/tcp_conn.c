@@ -1,0 +1,214 @@
+/*
+ * tcp_conn.c - connection setup of the tcp transport (tcp.c): the lower
+ * rank dials the higher rank's listener and says hello {magic, version,
+ * uid, token, rank, chan}; the higher rank's progress thread accepts,
+ * checks the hello (token in constant time) and binds the socket to its
+ * pair, or drops it with a WARN. The first dial to a peer also opens its
+ * control socket (chan TCP_CTRL).
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fault.h"
+#include "tcp_impl.h"
+
+/* ---- progress thread: accepting -------------------------------------------
+ */
+
+void tcp_accept(struct tcp_state *st) {
+  while (st->npend < TCP_MAX_PENDING) {
+    pending_t *pe = &st->pend[st->npend];
+    memset(pe, 0, sizeof *pe);
+    int fd =
+        net_accept_nb(st->comm->listen_fd, &pe->from, "tcp", &st->accept_pause);
+    if (fd < 0)
+      return;
+    pe->fd = fd;
+    pe->deadline = time_ns() + TCP_HELLO_NS;
+    st->npend++;
+  }
+}
+
+/* Checks a complete hello and binds its socket. Returns 1 when the socket
+ * now belongs to a pair or control slot, 0 when the caller must close it. */
+static int bind_hello(struct tcp_state *st, pending_t *pe) {
+  struct sharc_comm *comm = st->comm;
+  const hello_t *h = &pe->h;
+  const char *bad = NULL;
+  if (h->magic != TCP_MAGIC)
+    bad = "not a sharc hello";
+  else if (h->version != TCP_VERSION)
+    bad = "protocol version differs";
+  else if (h->uid != comm->uid)
+    bad = "another communicator";
+  else if (!net_secret_equal(h->token, comm->token, SHARC_TOKEN_BYTES))
+    bad = "wrong job token";
+  else if (h->rank < 0 || h->rank >= comm->rank)
+    bad = "rank out of range";
+  else if (h->chan != TCP_CTRL && h->chan >= (uint32_t)st->nchan)
+    bad = "channel out of range";
+  int r = h->rank, ok = 0;
+  if (!bad) {
+    pthread_mutex_lock(&st->lock);
+    if (h->chan == TCP_CTRL) {
+      if (atomic_load(&st->peers[r].ctrl_fd) < 0) {
+        atomic_store(&st->peers[r].ctrl_fd, pe->fd);
+        ok = 1;
+      }
+    } else {
+      tcp_pair_t *p = tcp_pair_get(st, r, (int)h->chan);
+      if (!p)
+        bad = "out of memory for its FIFOs";
+      else if (p->fd < 0) {
+        p->fd = pe->fd;
+        ok = 1;
+      }
+    }
+    pthread_mutex_unlock(&st->lock);
+    if (!ok && !bad)
+      bad = "duplicate connection";
+  }
+  char as[96];
+  if (bad) {
+    WARN(SUB_NET,
+         "tcp: dropped connection from %s: %s (this is rank %d of "
+         "communicator %llx; the job is not disturbed)",
+         net_addr_str(&pe->from, as, sizeof as), bad, comm->rank,
+         (unsigned long long)comm->uid);
+    return 0;
+  }
+  int one = 1;
+  setsockopt(pe->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  TRACE(SUB_NET, "tcp: accepted rank %d channel %d from %s", r,
+        h->chan == TCP_CTRL ? -1 : (int)h->chan,
+        net_addr_str(&pe->from, as, sizeof as));
+  comm_wake(comm);
+  return 1;
+}
+
+void tcp_pend_read(struct tcp_state *st, pending_t *pe) {
+  char as[96];
+  for (;;) {
+    ssize_t n = recv(pe->fd, (uint8_t *)&pe->h + pe->fill,
+                     sizeof pe->h - pe->fill, MSG_DONTWAIT);
+    if (n > 0) {
+      pe->fill += (size_t)n;
+      if (pe->fill < sizeof pe->h)
+        continue;
+      if (!bind_hello(st, pe))
+        close(pe->fd);
+      pe->fd = -1;
+      return;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return;
+    WARN(SUB_NET, "tcp: dropped connection from %s: closed before its hello",
+         net_addr_str(&pe->from, as, sizeof as));
+    close(pe->fd);
+    pe->fd = -1;
+    return;
+  }
+}
+
+void tcp_pend_expire(struct tcp_state *st, uint64_t now) {
+  char as[96];
+  int j = 0;
+  for (int i = 0; i < st->npend; i++) {
+    pending_t *pe = &st->pend[i];
+    if (pe->fd >= 0 && now >= pe->deadline) {
+      WARN(SUB_NET, "tcp: dropped connection from %s: no hello within %llu s",
+           net_addr_str(&pe->from, as, sizeof as),
+           (unsigned long long)(TCP_HELLO_NS / 1000000000ull));
+      close(pe->fd);
+      pe->fd = -1;
+    }
+    if (pe->fd >= 0)
+      st->pend[j++] = *pe;
+  }
+  st->npend = j;
+}
+
+/* ---- dialing ------------------------------------------------------------ */
+
+/* Dials peer's listener and says hello; returns a non-blocking socket. */
+static sharc_status_t dial(struct tcp_state *st, int peer, uint32_t chan,
+                           uint64_t deadline, int *out) {
+  struct sharc_comm *comm = st->comm;
+  char as[96];
+  int fd = -1;
+  sharc_status_t s = net_connect(&comm->peers[peer].addr, deadline, &fd);
+  if (s == SHARC_OK) {
+    hello_t h = {TCP_MAGIC, TCP_VERSION, comm->uid, {0}, comm->rank, chan};
+    memcpy(h.token, comm->token, sizeof h.token);
+    if (fault_enabled()) /* SHARC_FAULT corrupt:R:header */
+      fault_header(peer, &h, sizeof h,
+                   chan == TCP_CTRL ? "control connection's hello" : "hello");
+    s = net_send_all(fd, &h, sizeof h, deadline);
+    if (s != SHARC_OK)
+      close(fd);
+  }
+  if (s != SHARC_OK)
+    return comm_error(comm, s == SHARC_ERR_TIMEOUT ? s : SHARC_ERR_NET,
+                      "tcp: cannot connect to rank %d (host %s) at %s: %s",
+                      peer, comm->peers[peer].host,
+                      tcp_addr_of(comm, peer, as, sizeof as), err_last());
+  net_set_nonblocking(fd);
+  *out = fd;
+  return SHARC_OK;
+}
+
+sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
+                           int is_send, uint64_t deadline_ns,
+                           transport_conn_t **conn) {
+  struct tcp_state *st = comm->tcp;
+  CHECK(comm_check_connect(comm, "tcp", st, peer, chan, st ? st->nchan : 0));
+  tcp_peer_t *pp = &st->peers[peer];
+  pthread_mutex_lock(&st->lock);
+  tcp_pair_t *p = tcp_pair_get(st, peer, chan);
+  int bound = p && p->fd >= 0;
+  if (p && peer < comm->rank && p->deadline == 0)
+    p->deadline = deadline_ns;
+  pthread_mutex_unlock(&st->lock);
+  if (!p)
+    return comm_error(comm, SHARC_ERR_NO_MEM,
+                      "tcp: out of memory for the FIFOs to rank %d (2 x %zu "
+                      "bytes)",
+                      peer, st->fifo_bytes);
+  /* The higher rank never dials: the pair binds when the peer's socket
+   * arrives (the rings work before that), so connect does not wait on the
+   * peer's schedule; check() reports a dial that never came. */
+  if (!bound && peer > comm->rank) {
+    sharc_status_t s = SHARC_OK;
+    pthread_mutex_lock(&st->dial_lock);
+    if (atomic_load(&pp->ctrl_fd) < 0) {
+      int fd;
+      s = dial(st, peer, TCP_CTRL, deadline_ns, &fd);
+      if (s == SHARC_OK)
+        atomic_store(&pp->ctrl_fd, fd);
+    }
+    pthread_mutex_lock(&st->lock);
+    bound = p->fd >= 0;
+    pthread_mutex_unlock(&st->lock);
+    if (s == SHARC_OK && !bound) {
+      int fd;
+      s = dial(st, peer, (uint32_t)chan, deadline_ns, &fd);
+      if (s == SHARC_OK) {
+        pthread_mutex_lock(&st->lock);
+        p->fd = fd;
+        pthread_mutex_unlock(&st->lock);
+      }
+    }
+    pthread_mutex_unlock(&st->dial_lock);
+    tcp_kick(st);
+    if (s != SHARC_OK)
+      return s;
+  }
+  *conn = is_send ? &p->tx.base : &p->rx.base;
+  return SHARC_OK;
+}

@@ -159,6 +159,17 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
     step "bench_ipc_n$n" env SHARC_CUDA_PATH=ipc timeout 120 "$run" -n "$n" \
       --timeout 110 "$bench" "${bargs[@]}" -J "$logs/bench_ipc_n$n.json"
   done
+  # NCCL: the system's libnccl.so.2, else the one of the nvidia-nccl Python
+  # package (the GPU image has NCCL only there)
+  if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
+    nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+    if [ -n "$nccl_lib" ] && [ -e "$nccl_lib/libnccl.so.2" ]; then
+      export LD_LIBRARY_PATH=$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      note "nccl       from $nccl_lib"
+    else
+      note "nccl       no libnccl.so.2 found (ldconfig, python3 nvidia.nccl)"
+    fi
+  fi
   optional bench_nccl_n1 timeout 60 "$run" -n 1 --timeout 50 "$bench" \
     "${bargs[@]}" --backend nccl -J "$logs/bench_nccl_n1.json"
   optional bench_nccl_cmp_n2 timeout 90 "$run" -n 2 --timeout 80 \

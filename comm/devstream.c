@@ -40,6 +40,7 @@
  */
 #include "devstream.h"
 
+#include "device.h" /* kernels/: kernel_dev_versions */
 #include "devipc.h"
 
 #include <pthread.h>
@@ -293,16 +294,8 @@ static wait_value32_fn find_wait_value32(int dev, char *why, size_t n) {
 
 /* Why no device can be used, with the driver and runtime versions. */
 static sharc_status_t no_device(cudaError_t e, int ndev) {
-  int drv = 0, rt = 0;
-  (void)cudaDriverGetVersion(&drv);
-  (void)cudaRuntimeGetVersion(&rt);
-  (void)cudaGetLastError();
   char ver[96];
-  if (drv == 0)
-    snprintf(ver, sizeof ver, "no NVIDIA driver (libcuda.so.1) found");
-  else
-    snprintf(ver, sizeof ver, "driver supports CUDA %d.%d, runtime is %d.%d",
-             drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+  kernel_dev_versions(ver, sizeof ver);
   if (e != cudaSuccess)
     return err_set(SHARC_ERR_CUDA,
                    "sharc_stream_create_cuda: no usable CUDA device: "

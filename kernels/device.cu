@@ -359,6 +359,18 @@ int kernel_dev_copy(void *dst, const void *src, size_t bytes,
                               static_cast<cudaStream_t>(cuda_stream));
 }
 
+void kernel_dev_versions(char *buf, size_t len) {
+  int drv = 0, rt = 0;
+  (void)cudaDriverGetVersion(&drv);
+  (void)cudaRuntimeGetVersion(&rt);
+  (void)cudaGetLastError();
+  if (drv == 0)
+    snprintf(buf, len, "no NVIDIA driver (libcuda.so.1) found");
+  else
+    snprintf(buf, len, "driver supports CUDA %d.%d, runtime is %d.%d",
+             drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+}
+
 int kernel_dev_available(int *ndev, char *why, size_t whylen) {
   int count = 0;
   if (ndev != nullptr)
@@ -368,15 +380,8 @@ int kernel_dev_available(int *ndev, char *why, size_t whylen) {
   if (err != cudaSuccess) {
     /* Without any NVIDIA driver the runtime says "insufficient driver";
      * name the versions so that the two cases read differently. */
-    int drv = 0, rt = 0;
-    (void)cudaDriverGetVersion(&drv);
-    (void)cudaRuntimeGetVersion(&rt);
     char ver[96];
-    if (drv == 0)
-      snprintf(ver, sizeof ver, "no NVIDIA driver (libcuda.so) found");
-    else
-      snprintf(ver, sizeof ver, "driver supports CUDA %d.%d, runtime is %d.%d",
-               drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    kernel_dev_versions(ver, sizeof ver);
     say(why, whylen, "cudaGetDeviceCount: %s: %s; %s", cudaGetErrorName(err),
         cudaGetErrorString(err), ver);
     (void)cudaGetLastError(); /* the probe's error is not the caller's */

@@ -78,6 +78,12 @@ int kernel_dev_copy(void *dst, const void *src, size_t bytes,
  * the CUDA runtime; blocking; thread-safe. */
 int kernel_dev_available(int *ndev, char *why, size_t whylen);
 
+/* The driver's and the runtime's CUDA versions, as "driver supports CUDA
+ * 13.0, runtime is 13.0", or "no NVIDIA driver (libcuda.so.1) found",
+ * into buf (NUL-terminated, truncated to len bytes): why no device could be
+ * used reads differently for a missing and an old driver. */
+void kernel_dev_versions(char *buf, size_t len);
+
 /* "cudaErrorInvalidValue: invalid argument" for a value returned above.
  * The string lives in a thread-local buffer, valid until this thread's next
  * call; never NULL. */

@@ -28,8 +28,8 @@ for size in tiny small; do
     for run in 1 2; do
       log=$W/$size-$pf-$run.jsonl
       ./"$B"/sharcrun -n 4 ./"$B"/models/sharc-train --model gpt \
-        --gpt-size $size --data README.md --steps "$STEPS" --batch $batch \
-        --prefetch $pf --log "$log" --log-every 100000 >/dev/null
+        --gpt-size $size --data tests/shard/corpus.txt --steps "$STEPS" \
+        --batch $batch --prefetch $pf --log "$log" --log-every 100000 >/dev/null
       row=$(python3 - "$log" $size $pf $run <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l][2:]
@@ -56,7 +56,8 @@ done
 } >"$OUT/shard_overlap.json"
 echo "wrote $OUT/shard_overlap.json"
 ./"$B"/sharcrun -n 4 ./"$B"/models/sharc-train --model gpt --gpt-size small \
-  --data README.md --steps 4 --batch 16 --trace "$W/trace" --log-every 100000 \
+  --data tests/shard/corpus.txt --steps 4 --batch 16 --trace "$W/trace" \
+  --log-every 100000 \
   >/dev/null
 PY=python3 # Debian's python3-matplotlib lives in /usr/bin/python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3

@@ -9,6 +9,11 @@
 #   -DSHARC_WITH_CUDA=OFF    CPU only, exactly as before issue 5
 #   -DCMAKE_CUDA_ARCHITECTURES=...   default "80;90" (SASS for sm_80 and sm_90
 #                            plus their PTX, which later GPUs JIT-compile)
+#   -DSHARC_SOFTCUDA=ON      testing without a GPU: the GPU data path and the
+#                            gpu tests run on softcuda (tests/softcuda), a
+#                            host-memory CUDA runtime; needs only the CUDA
+#                            headers (no nvcc, no driver); overrides
+#                            SHARC_WITH_CUDA
 #
 # Sets SHARC_HAVE_CUDA (ON/OFF) and, when ON, appends kernels/*.cu to
 # SHARC_SOURCES. The caller adds SHARC_HAVE_CUDA=1 and CUDA::cudart to the
@@ -16,10 +21,62 @@
 
 set(SHARC_WITH_CUDA AUTO CACHE STRING "Build the CUDA data path: AUTO, ON or OFF")
 set_property(CACHE SHARC_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+option(SHARC_SOFTCUDA "Run the GPU data path and gpu tests on softcuda (a host-memory CUDA runtime, tests/softcuda)" OFF)
 set(SHARC_HAVE_CUDA OFF)
 string(TOUPPER "${SHARC_WITH_CUDA}" SHARC_CUDA_MODE)
 
-if(SHARC_CUDA_MODE STREQUAL "AUTO" AND (SHARC_SANITIZE OR SHARC_TSAN))
+if(SHARC_SOFTCUDA)
+  # No CUDA language and no kernels/*.cu: softcuda implements the runtime
+  # calls and kernels/device.h's wrappers on the host. Only the toolkit's
+  # headers are used, found without find_package(CUDAToolkit), whose
+  # imported CUDA::cudart would take the name given to softcuda below.
+  find_path(SHARC_SOFTCUDA_INCLUDE_DIR cuda_runtime_api.h
+    HINTS ${CUDAToolkit_ROOT} ENV CUDAToolkit_ROOT ENV CUDA_PATH ENV CUDA_HOME
+          /usr/local/cuda
+    PATH_SUFFIXES include)
+  if(NOT SHARC_SOFTCUDA_INCLUDE_DIR OR
+     NOT EXISTS ${SHARC_SOFTCUDA_INCLUDE_DIR}/cuda.h)
+    message(FATAL_ERROR "SHARC_SOFTCUDA=ON needs the CUDA toolkit's headers "
+      "(cuda_runtime_api.h, cuda.h); pass -DCUDAToolkit_ROOT=/usr/local/cuda")
+  endif()
+  set(CUDAToolkit_INCLUDE_DIRS ${SHARC_SOFTCUDA_INCLUDE_DIR})
+  # The driver stand-in: soname libcuda.so.1, loaded by softcuda's first
+  # call, so that comm/devstream.c's cuda_in_use (dlopen RTLD_NOLOAD of
+  # libcuda.so.1) sees CUDA in use exactly when the real runtime would.
+  add_library(softcuda_driver SHARED
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_driver.c)
+  set_target_properties(softcuda_driver PROPERTIES NO_SONAME ON)
+  target_link_options(softcuda_driver PRIVATE -Wl,-soname,libcuda.so.1)
+  # The runtime itself, with the host reduction kernels it runs.
+  add_library(softcuda SHARED ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda.c
+    ${PROJECT_SOURCE_DIR}/kernels/reduce.c)
+  target_include_directories(softcuda
+    PUBLIC ${SHARC_SOFTCUDA_INCLUDE_DIR}
+    PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/comm
+            ${PROJECT_SOURCE_DIR}/kernels)
+  target_compile_definitions(softcuda PRIVATE
+    SOFTCUDA_DRIVER="$<TARGET_FILE:softcuda_driver>")
+  target_link_libraries(softcuda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  add_dependencies(softcuda softcuda_driver)
+  # Every target_link_libraries(... CUDA::cudart) now links softcuda.
+  add_library(CUDA::cudart ALIAS softcuda)
+  # sharc_static's export names its link dependencies (sharcConfig.cmake).
+  install(TARGETS softcuda softcuda_driver EXPORT sharcTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  # softcuda's own semantics (stream order, events, errors, IPC).
+  if(SHARC_BUILD_TESTS)
+    enable_testing()
+    add_executable(test_softcuda
+      ${PROJECT_SOURCE_DIR}/tests/softcuda/test_softcuda.c)
+    target_link_libraries(test_softcuda PRIVATE softcuda)
+    add_test(NAME gpu.softcuda COMMAND test_softcuda)
+    set_tests_properties(gpu.softcuda PROPERTIES TIMEOUT 60
+                         LABELS "gpu;softcuda" SKIP_RETURN_CODE 77)
+  endif()
+  set(SHARC_HAVE_CUDA ON)
+  message(STATUS "CUDA: softcuda, the host-memory runtime of tests/softcuda "
+    "(headers from ${SHARC_SOFTCUDA_INCLUDE_DIR}); no GPU is used")
+elseif(SHARC_CUDA_MODE STREQUAL "AUTO" AND (SHARC_SANITIZE OR SHARC_TSAN))
   # nvcc runs the host compiler on code it generated itself, and the CUDA
   # runtime is not built with the sanitizers: false reports and link trouble.
   message(STATUS "CUDA: off in this sanitizer build (SHARC_WITH_CUDA=AUTO "
@@ -55,7 +112,7 @@ elseif(SHARC_CUDA_MODE STREQUAL "AUTO" OR SHARC_WITH_CUDA)
   endif()
 endif()
 
-if(SHARC_HAVE_CUDA)
+if(SHARC_HAVE_CUDA AND NOT SHARC_SOFTCUDA)
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   set(CMAKE_CUDA_EXTENSIONS OFF)

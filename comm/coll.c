@@ -126,9 +126,7 @@ static sched_key_t call_key(const coll_call_t *call, size_t esize) {
 /* Builds the schedule of call with algo into *built and caches it unless
  * it is large; *out: the schedule to run (in the cache or *built, which
  * the caller frees either way). */
-static sharc_status_t build_schedule(coll_call_t *call, const sched_key_t *key,
-                                     sched_algo_t algo, sched_t *built,
-                                     const sched_t **out) {
+static sched_args_t call_args(const coll_call_t *call, const sched_key_t *key) {
   struct sharc_comm *comm = call->comm;
   size_t bytes = key->count * key->esize;
   sched_args_t args = {
@@ -143,6 +141,14 @@ static sharc_status_t build_schedule(coll_call_t *call, const sched_key_t *key,
       .host_of = comm->host_of,
       .order = comm->ring_order,
   };
+  return args;
+}
+
+static sharc_status_t build_schedule(coll_call_t *call, const sched_key_t *key,
+                                     sched_algo_t algo, sched_t *built,
+                                     const sched_t **out) {
+  struct sharc_comm *comm = call->comm;
+  sched_args_t args = call_args(call, key);
   sharc_status_t st = sched_build(algo, &args, built); /* finishes it */
   if (st != SHARC_OK)
     return comm_error(comm, st, "%s: building the %s schedule failed: %s",
@@ -151,6 +157,49 @@ static sharc_status_t build_schedule(coll_call_t *call, const sched_key_t *key,
   if (built->nops <= SCHED_CACHE_MAX_OPS)
     *out = &sched_cache_put(&comm->sched_cache, key, algo, built)->sched;
   return SHARC_OK;
+}
+
+/* Runs call's schedule: the cached one (hit) or one built with algo;
+ * now_ns: a time_ns() just read, or 0. No recorder entry of its own: the
+ * caller's entry (comm->rec_cur) shows what it waits on. */
+static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
+                                const sched_cache_slot_t *hit,
+                                sched_algo_t algo, uint64_t now_ns) {
+  struct sharc_comm *comm = call->comm;
+  size_t esize = key->esize;
+  sched_t built; /* a schedule built now and not cached */
+  sched_init(&built);
+  const sched_t *s = hit ? &hit->sched : NULL;
+  sharc_status_t st = SHARC_OK;
+  if (!s)
+    st = build_schedule(call, key, algo, &built, &s);
+  if (st == SHARC_OK && s->tmp_count)
+    st = ensure_tmp(comm, s->tmp_count * esize);
+  if (st == SHARC_OK) {
+    void *const bufs[3] = {(void *)call->sendbuf, call->recvbuf, comm->tmp};
+    TRACE(SUB_COMM, "%s #%llu: %zu x %s, %s, %zu rounds", coll_fn[call->coll],
+          (unsigned long long)comm->seq, call->count,
+          sharc_dtype_name(call->dtype), sched_algo_name(algo), s->nrounds);
+    st = exec_run_at(comm, s, bufs, call->dtype, call->op,
+                     now_ns ? now_ns : time_ns(), call->hook);
+  }
+  sched_free(&built);
+  if (st == SHARC_OK && call->op == SHARC_AVG &&
+      (call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_REDUCE_SCATTER))
+    kernel_div(call->dtype, call->recvbuf, call->count, comm->nranks);
+  return st;
+}
+
+/* One host step of a call on the CUDA IPC path (devipc.h): part of the
+ * user's call, so it runs under the user's recorder entry. */
+static sharc_status_t run_step(coll_call_t *call) {
+  size_t esize = sharc_dtype_size(call->dtype);
+  sched_key_t key = call_key(call, esize);
+  const sched_cache_slot_t *hit =
+      sched_cache_get(&call->comm->sched_cache, &key);
+  sched_algo_t algo =
+      hit ? hit->algo : pick_algo(call->comm, call->coll, call->count * esize);
+  return run_sched(call, &key, hit, algo, 0);
 }
 
 static sharc_status_t run_call(coll_call_t *call) {
@@ -174,40 +223,30 @@ static sharc_status_t run_call(coll_call_t *call) {
       return cst;
     }
   }
+  sharc_status_t st;
   if (call->ipc) { /* device memory through CUDA IPC: its own host steps */
-    atomic_store(&comm->rec_cur, NULL); /* they record themselves */
-    sharc_status_t ist = devipc_run(call, run_call);
-    rec_end(rec, ist);
-    return ist;
-  }
-  sched_t built; /* a schedule built now and not cached */
-  sched_init(&built);
-  const sched_t *s = hit ? &hit->sched : NULL;
-  sharc_status_t st = SHARC_OK;
-  if (!s)
-    st = build_schedule(call, &key, algo, &built, &s);
-  if (st == SHARC_OK && s->tmp_count)
-    st = ensure_tmp(comm, s->tmp_count * esize);
-  if (st == SHARC_OK) {
-    void *const bufs[3] = {(void *)call->sendbuf, call->recvbuf, comm->tmp};
-    TRACE(SUB_COMM, "%s #%llu: %zu x %s, %s, %zu rounds", coll_fn[call->coll],
-          (unsigned long long)comm->seq, call->count,
-          sharc_dtype_name(call->dtype), sched_algo_name(algo), s->nrounds);
+    st = devipc_run(call, run_step);
+  } else {
     /* With nothing in between, the recorder's start time is the time now
      * (one clock read fewer per call on the small-message path). */
     uint64_t now =
         hit && !comm->cfg.check
             ? atomic_load_explicit(&rec->t_start_ns, memory_order_relaxed)
-            : time_ns();
-    st = exec_run_at(comm, s, bufs, call->dtype, call->op, now);
+            : 0;
+    st = run_sched(call, &key, hit, algo, now);
   }
-  sched_free(&built);
-  if (st == SHARC_OK && call->op == SHARC_AVG &&
-      (call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_REDUCE_SCATTER))
-    kernel_div(call->dtype, call->recvbuf, call->count, comm->nranks);
   atomic_store(&comm->rec_cur, NULL);
   rec_end(rec, st);
   return st;
+}
+
+sharc_status_t coll_plan(const coll_call_t *call, sched_t *out) {
+  size_t esize = sharc_dtype_size(call->dtype);
+  sched_key_t key = call_key(call, esize);
+  sched_args_t args = call_args(call, &key);
+  sched_init(out);
+  return sched_build(pick_algo(call->comm, call->coll, call->count * esize),
+                     &args, out);
 }
 
 sharc_status_t coll_execute(coll_call_t *call) {
@@ -320,8 +359,14 @@ static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
 sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
                                 size_t sendcount, sharc_dtype_t dtype,
                                 sharc_comm_t comm, sharc_stream_t stream) {
-  coll_call_t c = {SCHED_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype,
-                   SHARC_SUM,        0,       comm,    0,         NULL};
+  coll_call_t c = {.coll = SCHED_ALL_GATHER,
+                   .sendbuf = sendbuf,
+                   .recvbuf = recvbuf,
+                   .count = sendcount,
+                   .dtype = dtype,
+                   .op = SHARC_SUM,
+                   .root = 0,
+                   .comm = comm};
   return submit(&c, stream);
 }
 
@@ -329,16 +374,14 @@ sharc_status_t sharc_reduce_scatter(const void *sendbuf, void *recvbuf,
                                     size_t recvcount, sharc_dtype_t dtype,
                                     sharc_op_t op, sharc_comm_t comm,
                                     sharc_stream_t stream) {
-  coll_call_t c = {SCHED_REDUCE_SCATTER,
-                   sendbuf,
-                   recvbuf,
-                   recvcount,
-                   dtype,
-                   op,
-                   0,
-                   comm,
-                   0,
-                   NULL};
+  coll_call_t c = {.coll = SCHED_REDUCE_SCATTER,
+                   .sendbuf = sendbuf,
+                   .recvbuf = recvbuf,
+                   .count = recvcount,
+                   .dtype = dtype,
+                   .op = op,
+                   .root = 0,
+                   .comm = comm};
   return submit(&c, stream);
 }
 
@@ -346,21 +389,39 @@ sharc_status_t sharc_all_reduce(const void *sendbuf, void *recvbuf,
                                 size_t count, sharc_dtype_t dtype,
                                 sharc_op_t op, sharc_comm_t comm,
                                 sharc_stream_t stream) {
-  coll_call_t c = {
-      SCHED_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, comm, 0, NULL};
+  coll_call_t c = {.coll = SCHED_ALL_REDUCE,
+                   .sendbuf = sendbuf,
+                   .recvbuf = recvbuf,
+                   .count = count,
+                   .dtype = dtype,
+                   .op = op,
+                   .root = 0,
+                   .comm = comm};
   return submit(&c, stream);
 }
 
 sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                sharc_dtype_t dtype, int root, sharc_comm_t comm,
                                sharc_stream_t stream) {
-  coll_call_t c = {SCHED_BROADCAST, sendbuf, recvbuf, count, dtype,
-                   SHARC_SUM,       root,    comm,    0,     NULL};
+  coll_call_t c = {.coll = SCHED_BROADCAST,
+                   .sendbuf = sendbuf,
+                   .recvbuf = recvbuf,
+                   .count = count,
+                   .dtype = dtype,
+                   .op = SHARC_SUM,
+                   .root = root,
+                   .comm = comm};
   return submit(&c, stream);
 }
 
 sharc_status_t sharc_barrier(sharc_comm_t comm, sharc_stream_t stream) {
-  coll_call_t c = {SCHED_BARRIER, NULL, NULL, 1, SHARC_U8,
-                   SHARC_SUM,     0,    comm, 0, NULL};
+  coll_call_t c = {.coll = SCHED_BARRIER,
+                   .sendbuf = NULL,
+                   .recvbuf = NULL,
+                   .count = 1,
+                   .dtype = SHARC_U8,
+                   .op = SHARC_SUM,
+                   .root = 0,
+                   .comm = comm};
   return submit(&c, stream);
 }

@@ -21,6 +21,8 @@ typedef struct {
   uint64_t ticket; /* position in comm's issue order */
   void *ipc;       /* dev_stream_t of a call on the CUDA IPC path (devipc.h,
                       set by dev_stage), else NULL */
+  struct exec_hook *hook; /* around the rounds (exec.h): a pipelined staged
+                             call (devstream.c), else NULL */
 } coll_call_t;
 
 /* Runs call now in the calling thread, after every earlier ticket of its
@@ -33,6 +35,11 @@ uint64_t coll_ticket(struct sharc_comm *comm);
 void coll_skip(coll_call_t *call);
 /* Waits until every ticket issued on comm has been served. */
 void coll_drain(struct sharc_comm *comm);
+
+/* Builds into *out (sched_free it) the schedule call will run with, as the
+ * executor will choose it: for planning ahead (the staged device path).
+ * Thread safe: reads only comm's constants. */
+sharc_status_t coll_plan(const coll_call_t *call, sched_t *out);
 
 /* Enqueues call on stream (stream.c); call->ticket already taken. */
 sharc_status_t stream_enqueue(sharc_stream_t stream, const coll_call_t *call);

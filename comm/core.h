@@ -133,6 +133,11 @@ const char *err_last(void);
     "device memory on CUDA streams: staged (through pinned host buffers and "  \
     "the host transports) or ipc (one host: CUDA IPC, zero copy, copy "        \
     "engines and device reductions; not yet run on a GPU)")                    \
+  X(CUDA_PIPE_BYTES, "SHARC_CUDA_PIPE_BYTES", "1048576",                       \
+    "staged path: the copies between device and staging go in pieces of at "   \
+    "least this many bytes, each just before the round that needs it or "      \
+    "just after the round that wrote it last, overlapping the transfers "      \
+    "(comm/devpipe.h); 0: one copy each way around the whole collective")      \
   X(IB_HCA, "SHARC_IB_HCA", "",                                                \
     "RDMA devices/ports to use, NCCL_IB_HCA syntax: mlx5_0:1,mlx5_1 "          \
     "(prefixes), =name (exact), ^name (exclude); empty: the active port "      \

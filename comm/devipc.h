@@ -49,7 +49,9 @@ void devipc_trim(void);
 
 /* Runs call (call->ipc set by dev_stage) on the worker, in call's turn; the
  * CUDA stream of call->ipc has reached the call. Runs host collectives of
- * its own on the communicator through run (coll.c's run_call). */
+ * its own on the communicator through run (coll.c's run_step: no recorder
+ * entries of their own, so the flight recorder shows the user's call and
+ * the rank its steps wait on). */
 sharc_status_t devipc_run(coll_call_t *call,
                           sharc_status_t (*run)(coll_call_t *));
 

@@ -29,8 +29,20 @@
  * holds the thread while the other's earlier call waits behind its own):
  * keep to one per process there.
  *
+ * Pipelined (item 4, devpipe.h; calls of 2 x SHARC_CUDA_PIPE_BYTES and
+ * more): the copies go in groups planned on the call's schedule. Each D2H
+ * group gets its own event, and the worker waits for it just before the
+ * first round that touches its bytes (exec.h's hook); each H2D group gets
+ * its own release number, which the worker stores right after the last
+ * round that writes its bytes, so the stream copies it back while the
+ * later rounds still move data:
+ *
+ *   D2H g0, E_k0, D2H g1, E_k1, ...   wait >= k0, H2D h0, wait >= k0+1, ...
+ *
+ * The last H2D group is released when the call ends, as above.
+ *
  * Reductions run on the host here (this path is the baseline); the cudaipc
- * transport will add zero-copy device reductions with kernel_dev_reduce.
+ * path (devipc.c) has zero-copy device reductions with kernel_dev_reduce.
  *
  * Staging: one pinned buffer per stream, reused by every call. Calls on one
  * CUDA stream use it one after another by construction: call k+1's D2H copy
@@ -42,6 +54,8 @@
 
 #include "device.h" /* kernels/: kernel_dev_versions */
 #include "devipc.h"
+#include "devpipe.h"
+#include "exec.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -53,15 +67,12 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
-#include <link.h>
 
 /* cuStreamWaitValue32 (the _v2 entry point of CUDA 11.7+), reached through
  * the runtime so that nothing links against libcuda. */
 typedef CUresult (*wait_value32_fn)(CUstream stream, CUdeviceptr addr,
                                     cuuint32_t value, unsigned int flags);
 
-#define STAGE_ALIGN 256         /* bytes: start of the receive region */
 #define STAGE_ROUND (64u << 10) /* staging sizes are multiples of this */
 #define HOLD_FALLBACK "host function"
 
@@ -108,76 +119,6 @@ static sharc_status_t cuda_fail(cudaError_t e, const char *fn,
   (void)cudaGetLastError();
   return err_set(SHARC_ERR_CUDA, "%s on a CUDA stream: %s: %s: %s", fn, what,
                  cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-/* ---- device pointers ------------------------------------------------------
- */
-
-int dev_have_cuda(void) { return 1; }
-
-/* 1 device memory (or managed), 0 host memory or unknown to CUDA. */
-static int is_device(const void *p) {
-  struct cudaPointerAttributes a;
-  if (!p)
-    return 0;
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-}
-
-/* dl_iterate_phdr callback: the loader's count of objects loaded so far
- * (dlpi_adds), from the first object; stops the walk there. */
-static int loads_cb(struct dl_phdr_info *info, size_t size, void *out) {
-  (void)size;
-  *(unsigned long long *)out = info->dlpi_adds;
-  return 1;
-}
-
-/* 1 if this process may own device memory (CUDA is loaded and has a
- * device), else 0. */
-static int cuda_in_use(void) {
-  /* 1: CUDA has devices, -1: no driver or no device (final), 0: unknown */
-  static _Atomic int state;
-  /* the loader's load count when libcuda was last found missing */
-  static _Atomic unsigned long long checked_loads = ~0ull;
-  int s = atomic_load_explicit(&state, memory_order_acquire);
-  if (s != 0)
-    return s > 0;
-  /* A process that never used CUDA has not loaded the driver library (the
-   * runtime loads it on its first call) and cannot own device memory:
-   * answer without initialising CUDA, and ask again once the program has
-   * loaded a library since (it may start using CUDA later). The load count
-   * costs tens of ns; dlopen(RTLD_NOLOAD) about 30 us, too much for every
-   * collective call. */
-  unsigned long long loads = 0;
-  dl_iterate_phdr(loads_cb, &loads);
-  if (loads == atomic_load_explicit(&checked_loads, memory_order_relaxed))
-    return 0;
-  void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (!drv) {
-    atomic_store_explicit(&checked_loads, loads, memory_order_relaxed);
-    return 0;
-  }
-  dlclose(drv);
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess)
-    (void)cudaGetLastError();
-  s = e == cudaSuccess && n > 0 ? 1 : -1;
-  atomic_store_explicit(&state, s, memory_order_release);
-  return s > 0;
-}
-
-int dev_is_device_ptr(const void *p) {
-  return p && cuda_in_use() && is_device(p);
-}
-
-int dev_first_device_ptr(const void *a, const void *b) {
-  if (!(a || b) || !cuda_in_use())
-    return 0;
-  return is_device(a) ? 1 : is_device(b) ? 2 : 0;
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -402,83 +343,37 @@ void dev_stream_close(dev_stream_t *ds) {
 /* ---- staging -------------------------------------------------------------
  */
 
-/* Where one call's data goes: the staging bytes it needs, its buffers as
- * the host collective sees them (offsets into staging where staged), and
- * the two copies. */
+/* Where one call's data goes (devpipe.h's layout) and its user buffers. */
 typedef struct {
-  size_t stage_bytes;
-  const uint8_t *send; /* staged: offset into staging, else the user's */
-  uint8_t *recv;
-  int send_staged, recv_staged;
-  const void *d2h_src; /* device; copied to staging + d2h_off */
-  size_t d2h_off, d2h_bytes;
-  void *h2d_dst; /* device; copied from staging + h2d_off */
-  size_t h2d_off, h2d_bytes;
+  devpipe_layout_t l;
+  const uint8_t *s; /* the call's sendbuf and recvbuf */
+  uint8_t *r;
 } plan_t;
 
-/* Plans call c. In place (NCCL's layouts, sharc.h) the staging mirrors the
- * user's region so the host collective sees the same layout: all-gather's
- * recvbuf with sendbuf inside, reduce-scatter's sendbuf with recvbuf
- * inside, all-reduce's and broadcast's single buffer. Out of place the
- * staging holds [send region][receive region], each only for a buffer in
- * device memory; host memory is used where it is. */
 static void plan_call(const coll_call_t *c, plan_t *p) {
   memset(p, 0, sizeof *p);
-  p->send = c->sendbuf;
-  p->recv = c->recvbuf;
+  p->s = c->sendbuf;
+  p->r = c->recvbuf;
   if (c->coll == SCHED_BARRIER)
     return;
+  int rank = c->comm->rank;
   size_t cb = c->count * sharc_dtype_size(c->dtype);
-  size_t n = (size_t)c->comm->nranks, off = (size_t)c->comm->rank * cb;
-  const uint8_t *s = c->sendbuf;
-  uint8_t *r = c->recvbuf;
-  size_t sb = cb, rb = cb; /* bytes of the send and receive regions */
-  int inplace = s == r;
-  if (c->coll == SCHED_ALL_GATHER) {
-    rb = n * cb;
-    inplace = s == r + off;
-  } else if (c->coll == SCHED_REDUCE_SCATTER) {
-    sb = n * cb;
-    inplace = r == s + off;
-  } else if (c->coll == SCHED_BROADCAST && c->comm->rank != c->root) {
-    sb = 0; /* sendbuf is read on the root only */
-  }
+  size_t off = (size_t)rank * cb;
+  int inplace = c->coll == SCHED_ALL_GATHER       ? p->s == p->r + off
+                : c->coll == SCHED_REDUCE_SCATTER ? p->r == p->s + off
+                                                  : p->s == p->r;
+  int sdev, rdev;
   if (inplace) {
-    const uint8_t *base = c->coll == SCHED_REDUCE_SCATTER ? s : r;
-    size_t bytes = c->coll == SCHED_ALL_GATHER       ? rb
-                   : c->coll == SCHED_REDUCE_SCATTER ? sb
-                                                     : cb;
-    if (!is_device(base))
-      return; /* host memory: the collective runs on it */
-    p->stage_bytes = bytes;
-    p->send = (const uint8_t *)(uintptr_t)(s - base);
-    p->recv = (uint8_t *)(uintptr_t)(r - base);
-    p->send_staged = p->recv_staged = 1;
-    p->d2h_src = s;
-    p->d2h_off = (size_t)(s - base);
-    p->d2h_bytes = sb;
-    p->h2d_dst = r;
-    p->h2d_off = (size_t)(r - base);
-    p->h2d_bytes = rb;
-    return;
+    sdev = rdev =
+        dev_is_device_ptr(c->coll == SCHED_REDUCE_SCATTER ? p->s : p->r);
+  } else {
+    /* sendbuf is read on the broadcast root only */
+    sdev = (c->coll != SCHED_BROADCAST || rank == c->root) &&
+           dev_is_device_ptr(p->s);
+    rdev = dev_is_device_ptr(p->r);
   }
-  if (!sb)
-    p->send = NULL; /* broadcast off the root */
-  if (sb && is_device(s)) {
-    p->send = NULL; /* offset 0 */
-    p->send_staged = 1;
-    p->d2h_src = s;
-    p->d2h_bytes = sb;
-    p->stage_bytes = (sb + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
-  }
-  if (is_device(r)) {
-    p->recv = (uint8_t *)(uintptr_t)p->stage_bytes;
-    p->recv_staged = 1;
-    p->h2d_dst = r;
-    p->h2d_off = p->stage_bytes;
-    p->h2d_bytes = rb;
-    p->stage_bytes += rb;
-  }
+  devpipe_layout(c->coll, rank, c->comm->nranks, c->root, cb, inplace, sdev,
+                 rdev, &p->l);
 }
 
 /* Makes the staging buffer at least need bytes. The old one is kept until
@@ -590,6 +485,242 @@ void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event) {
   return ds->ipc_cs;
 }
 
+/* ---- pipelined copies (devpipe.h) ----------------------------------------
+ */
+
+/* Groups per direction at most: each costs an event or a release wait. */
+#define PIPE_MAX_GROUPS 32
+
+/* A pipelined call on the worker: waits before the rounds for the D2H
+ * groups after the first (dev_ready waits for that one), releases after the
+ * rounds the H2D groups before the last (dev_release releases that one). */
+struct dev_pipe {
+  exec_hook_t hook; /* first: exec.c calls back with its address */
+  dev_stream_t *ds;
+  size_t nrounds, nops; /* of the schedule the plan was made on */
+  int whole;            /* the run's schedule differs: no early release */
+  size_t nev, ev_next;
+  cudaEvent_t *ev;
+  size_t *ev_round; /* ev[i] must have fired before this round */
+  size_t nrel, rel_next;
+  uint32_t seq_first;
+  size_t *rel_round;  /* seq_first + i is final after this round */
+  sharc_status_t err; /* the first failed event wait */
+  char msg[192];
+};
+
+static void release_to(dev_stream_t *ds, uint32_t seq) {
+  /* Release ordering: the host collective's stores to staging are visible
+   * before the device sees the number (then it copies staging out). */
+  atomic_store_explicit(ds->flag, seq, memory_order_release);
+  pthread_mutex_lock(&ds->lock);
+  ds->released = seq;
+  pthread_cond_broadcast(&ds->cond);
+  pthread_mutex_unlock(&ds->lock);
+}
+
+static void pipe_wait(dev_pipe_t *pp, size_t i) {
+  cudaError_t e = cudaEventSynchronize(pp->ev[i]);
+  if (e != cudaSuccess && pp->err == SHARC_OK) {
+    /* The round goes on (the peers are in it); the call fails after. */
+    pp->err = cuda_fail(e, "staged collective",
+                        "waiting for a piece of the send buffer's copy to "
+                        "staging (cudaEventSynchronize)");
+    snprintf(pp->msg, sizeof pp->msg, "%s", err_last());
+  }
+  put_event(pp->ds, pp->ev[i]);
+  pp->ev[i] = NULL;
+}
+
+static void pipe_before(exec_hook_t *h, const sched_t *s, size_t round) {
+  dev_pipe_t *pp = (dev_pipe_t *)h;
+  if (round == 0 && (s->nrounds != pp->nrounds || s->nops != pp->nops)) {
+    /* Not the schedule planned at enqueue: wait for every piece now and
+     * release everything at the end. */
+    WARN(SUB_CUDA,
+         "staged collective: the schedule run (%zu rounds, %zu ops) is not "
+         "the one planned (%zu, %zu); copying without overlap",
+         s->nrounds, s->nops, pp->nrounds, pp->nops);
+    pp->whole = 1;
+  }
+  while (pp->ev_next < pp->nev &&
+         (pp->whole || pp->ev_round[pp->ev_next] <= round))
+    pipe_wait(pp, pp->ev_next++);
+}
+
+static void pipe_after(exec_hook_t *h, const sched_t *s, size_t round) {
+  (void)s;
+  dev_pipe_t *pp = (dev_pipe_t *)h;
+  while (!pp->whole && pp->rel_next < pp->nrel &&
+         pp->rel_round[pp->rel_next] <= round)
+    release_to(pp->ds, pp->seq_first + (uint32_t)pp->rel_next++);
+}
+
+static dev_pipe_t *pipe_new(dev_stream_t *ds, size_t nev, size_t nrel) {
+  dev_pipe_t *pp = calloc(1, sizeof *pp);
+  if (!pp)
+    return NULL;
+  pp->ev = calloc(nev ? nev : 1, sizeof *pp->ev);
+  pp->ev_round = calloc(nev ? nev : 1, sizeof *pp->ev_round);
+  pp->rel_round = calloc(nrel ? nrel : 1, sizeof *pp->rel_round);
+  if (!pp->ev || !pp->ev_round || !pp->rel_round) {
+    free(pp->ev);
+    free(pp->ev_round);
+    free(pp->rel_round);
+    free(pp);
+    return NULL;
+  }
+  pp->hook.before = pipe_before;
+  pp->hook.after = pipe_after;
+  pp->ds = ds;
+  return pp;
+}
+
+static void pipe_free(dev_pipe_t *pp) {
+  if (!pp)
+    return;
+  for (size_t i = 0; i < pp->nev; i++) /* queued before any wait: they fire */
+    if (pp->ev[i])
+      put_event(pp->ds, pp->ev[i]);
+  free(pp->ev);
+  free(pp->ev_round);
+  free(pp->rel_round);
+  free(pp);
+}
+
+/* The staged buffers of call as the host collective sees them. */
+static void staged_bufs(const plan_t *p, uint8_t *stage, const void **send,
+                        void **recv) {
+  *send = p->l.send_staged ? stage + p->l.send_off : p->l.no_send ? NULL : p->s;
+  *recv = p->l.recv_staged ? stage + p->l.recv_off : p->r;
+}
+
+/* Plans call's copies round by round into *pipe (1) when that makes more
+ * than one group in a direction, else 0 (one copy each way). */
+static int plan_pipe(const coll_call_t *call, const plan_t *p, uint8_t *stage,
+                     devpipe_t *pipe, size_t *nrounds, size_t *nops) {
+  int64_t min = param_int(PARAM_CUDA_PIPE_BYTES);
+  if (min <= 0 || call->coll == SCHED_BARRIER ||
+      p->l.d2h_bytes + p->l.h2d_bytes < 2 * (uint64_t)min)
+    return 0;
+  coll_call_t staged = *call; /* the schedule depends on the in-place-ness */
+  staged_bufs(p, stage, &staged.sendbuf, &staged.recvbuf);
+  sched_t s;
+  if (coll_plan(&staged, &s) != SHARC_OK) {
+    sched_free(&s);
+    return 0;
+  }
+  devpipe_args_t a = {
+      .lay = p->l,
+      .esize = sharc_dtype_size(call->dtype),
+      .min_group = (size_t)min,
+      .max_groups = PIPE_MAX_GROUPS,
+      .h2d_at_end =
+          call->op == SHARC_AVG && (call->coll == SCHED_ALL_REDUCE ||
+                                    call->coll == SCHED_REDUCE_SCATTER),
+  };
+  int ok = devpipe_plan(&s, &a, pipe) == SHARC_OK;
+  *nrounds = s.nrounds;
+  *nops = s.nops;
+  sched_free(&s);
+  if (ok && pipe->nd2h <= 1 && pipe->nh2d <= 1) {
+    devpipe_free(pipe);
+    ok = 0;
+  }
+  return ok;
+}
+
+/* Queues pipe's copies of call on the CUDA stream: each D2H group then an
+ * event (at least one: the host collective runs after the work queued
+ * before it), then per H2D group a release wait and its copies (at least
+ * one wait: the next call's copies must not overwrite staging in use). */
+static sharc_status_t queue_copies(dev_stream_t *ds, coll_call_t *call,
+                                   const plan_t *p, const devpipe_t *pipe,
+                                   size_t nrounds, size_t nops, dev_work_t *w,
+                                   const char *fn) {
+  uint8_t *stage = ds->stage;
+  size_t nev = pipe->nd2h ? pipe->nd2h : 1;
+  size_t nwait = pipe->nh2d ? pipe->nh2d : 1;
+  dev_pipe_t *pp = NULL;
+  cudaEvent_t ev0 = NULL;
+  sharc_status_t st = SHARC_OK;
+  cudaError_t e;
+  if ((nev > 1 || nwait > 1) && !(pp = pipe_new(ds, nev - 1, nwait - 1)))
+    return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
+  for (size_t g = 0; g < nev; g++) {
+    const devpipe_group_t *gr = g < pipe->nd2h ? &pipe->d2h[g] : NULL;
+    for (size_t i = 0; gr && i < gr->npieces; i++) {
+      const devpipe_piece_t *pc = &pipe->pieces[gr->first + i];
+      e = cudaMemcpyAsync(stage + pc->off, p->s + (pc->off - p->l.d2h_off),
+                          pc->len, cudaMemcpyDefault, ds->cs);
+      if (e != cudaSuccess) {
+        st = cuda_fail(e, fn, "copying the send buffer to staging");
+        goto fail;
+      }
+    }
+    cudaEvent_t ev;
+    CHECK_GOTO(get_event(ds, fn, &ev), st, fail);
+    if (g == 0) {
+      ev0 = ev;
+    } else {
+      pp->ev[g - 1] = ev;
+      pp->ev_round[g - 1] = gr->round;
+      pp->nev = g;
+    }
+    e = cudaEventRecord(ev, ds->cs);
+    if (e != cudaSuccess) {
+      st = cuda_fail(e, fn, "cudaEventRecord");
+      goto fail;
+    }
+  }
+  uint32_t seq = ds->next_seq + 1;
+  CHECK_GOTO(queue_release_wait(ds, seq, fn), st, fail);
+  /* From here the CUDA stream waits for seq: the worker must release it,
+   * so every outcome hands *w to the worker. */
+  ds->next_seq = seq;
+  w->ds = ds;
+  w->fn = fn;
+  w->event = ev0;
+  w->seq = seq;
+  w->pipe = pp;
+  staged_bufs(p, stage, &call->sendbuf, &call->recvbuf);
+  if (pp) {
+    pp->seq_first = seq;
+    pp->nrounds = nrounds;
+    pp->nops = nops;
+    call->hook = &pp->hook;
+  }
+  for (size_t j = 0; j < nwait && st == SHARC_OK; j++) {
+    if (j > 0) {
+      if ((st = queue_release_wait(ds, seq + (uint32_t)j, fn)) != SHARC_OK)
+        break;
+      ds->next_seq = w->seq = seq + (uint32_t)j;
+      pp->rel_round[j - 1] = pipe->h2d[j - 1].round; /* no longer the last */
+      pp->nrel = j;
+    }
+    const devpipe_group_t *gr = j < pipe->nh2d ? &pipe->h2d[j] : NULL;
+    for (size_t i = 0; gr && i < gr->npieces && st == SHARC_OK; i++) {
+      const devpipe_piece_t *pc = &pipe->pieces[gr->first + i];
+      e = cudaMemcpyAsync(p->r + (pc->off - p->l.h2d_off), stage + pc->off,
+                          pc->len, cudaMemcpyDefault, ds->cs);
+      if (e != cudaSuccess)
+        st = cuda_fail(e, fn, "copying the result from staging");
+    }
+  }
+  if (st != SHARC_OK) { /* the worker skips the call and releases */
+    w->err = st;
+    snprintf(w->msg, sizeof w->msg, "%s", err_last());
+  }
+  TRACE(SUB_CUDA, "%s #%u: %zu bytes staged, D2H %zu in %zu, H2D %zu in %zu",
+        fn, seq, p->l.stage_bytes, p->l.d2h_bytes, nev, p->l.h2d_bytes, nwait);
+  return st;
+fail:
+  if (ev0)
+    put_event(ds, ev0);
+  pipe_free(pp);
+  return st;
+}
+
 sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
   const char *fn = coll_fn[call->coll];
   memset(w, 0, sizeof *w);
@@ -597,12 +728,14 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
   /* The IPC path (devipc.h) moves the data itself on the worker: the CUDA
    * stream only marks the call (the event) and waits for its release. */
   int ipc = call->coll != SCHED_BARRIER && devipc_wanted(call->comm);
-  if (ipc)
+  if (ipc) { /* the call's own buffers; nothing staged */
     memset(&p, 0, sizeof p);
-  else
+    p.s = call->sendbuf;
+    p.r = call->recvbuf;
+  } else {
     plan_call(call, &p);
+  }
   int prev = -1;
-  cudaEvent_t ev = NULL;
   cudaError_t e = enter_device(ds->device, &prev);
   if (e != cudaSuccess)
     return cuda_fail(e, fn, "cudaSetDevice");
@@ -618,62 +751,33 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
                  "CUDA graph; the staged path cannot be captured: enqueue "
                  "outside the capture",
                  fn);
-    goto fail;
+    goto out;
   }
   if (ipc)
-    CHECK_GOTO(ensure_ipc(ds, fn), st, fail);
+    CHECK_GOTO(ensure_ipc(ds, fn), st, out);
   else
-    CHECK_GOTO(ensure_stage(ds, p.stage_bytes, fn), st, fail);
-  uint8_t *stage = ds->stage;
-  CHECK_GOTO(get_event(ds, fn, &ev), st, fail);
-  if (p.d2h_bytes) {
-    e = cudaMemcpyAsync(stage + p.d2h_off, p.d2h_src, p.d2h_bytes,
-                        cudaMemcpyDefault, ds->cs);
-    if (e != cudaSuccess) {
-      st = cuda_fail(e, fn, "copying the send buffer to staging");
-      goto fail;
-    }
-  }
-  /* Recorded even without a copy: the host collective then still runs
-   * after the work queued on the stream before it. */
-  e = cudaEventRecord(ev, ds->cs);
-  if (e != cudaSuccess) {
-    st = cuda_fail(e, fn, "cudaEventRecord");
-    goto fail;
-  }
-  uint32_t seq = ds->next_seq + 1;
-  CHECK_GOTO(queue_release_wait(ds, seq, fn), st, fail);
-  /* From here the CUDA stream waits for seq: the worker must release it,
-   * so every outcome hands *w to the worker. */
-  ds->next_seq = seq;
-  w->ds = ds;
-  w->fn = fn;
-  w->event = ev;
-  w->seq = seq;
-  if (ipc) {
+    CHECK_GOTO(ensure_stage(ds, p.l.stage_bytes, fn), st, out);
+  /* One copy each way unless planning per round pays (devpipe.h). */
+  devpipe_group_t dg = {0, 0, 1, p.l.d2h_bytes}, hg = {0, 1, 1, p.l.h2d_bytes};
+  devpipe_piece_t pcs[2] = {{p.l.d2h_off, p.l.d2h_bytes},
+                            {p.l.h2d_off, p.l.h2d_bytes}};
+  devpipe_t whole = {.d2h = &dg,
+                     .h2d = &hg,
+                     .nd2h = p.l.d2h_bytes > 0,
+                     .nh2d = p.l.h2d_bytes > 0,
+                     .pieces = pcs,
+                     .npieces = 2};
+  devpipe_t pipe;
+  size_t nrounds = 0, nops = 0;
+  int piped = !ipc && plan_pipe(call, &p, ds->stage, &pipe, &nrounds, &nops);
+  st = queue_copies(ds, call, &p, piped ? &pipe : &whole, nrounds, nops, w, fn);
+  if (piped)
+    devpipe_free(&pipe);
+  if (ipc && w->ds) {
     call->ipc = ds;
-    TRACE(SUB_CUDA, "%s #%u: through CUDA IPC", fn, seq);
-    leave_device(prev);
-    return SHARC_OK;
+    TRACE(SUB_CUDA, "%s #%u: through CUDA IPC", fn, w->seq);
   }
-  call->sendbuf = p.send_staged ? stage + (uintptr_t)p.send : p.send;
-  call->recvbuf = p.recv_staged ? stage + (uintptr_t)p.recv : p.recv;
-  st = SHARC_OK;
-  if (p.h2d_bytes) {
-    e = cudaMemcpyAsync(p.h2d_dst, stage + p.h2d_off, p.h2d_bytes,
-                        cudaMemcpyDefault, ds->cs);
-    if (e != cudaSuccess) {
-      st = w->err = cuda_fail(e, fn, "copying the result from staging");
-      snprintf(w->msg, sizeof w->msg, "%s", err_last());
-    }
-  }
-  TRACE(SUB_CUDA, "%s #%u: %zu bytes staged, D2H %zu, H2D %zu", fn, seq,
-        p.stage_bytes, p.d2h_bytes, p.h2d_bytes);
-  leave_device(prev);
-  return st;
-fail:
-  if (ev)
-    put_event(ds, ev);
+out:
   leave_device(prev);
   return st;
 }
@@ -704,17 +808,19 @@ sharc_status_t dev_ready(dev_work_t *w) {
   return st;
 }
 
-void dev_release(dev_work_t *w) {
+sharc_status_t dev_release(dev_work_t *w) {
   dev_stream_t *ds = w->ds;
   if (!ds)
-    return;
-  /* Release ordering: the host collective's stores to staging are visible
-   * before the device sees the number (then it copies staging out). */
-  atomic_store_explicit(ds->flag, w->seq, memory_order_release);
-  pthread_mutex_lock(&ds->lock);
-  ds->released = w->seq;
-  pthread_cond_broadcast(&ds->cond);
-  pthread_mutex_unlock(&ds->lock);
+    return SHARC_OK;
+  sharc_status_t st = SHARC_OK;
+  if (w->pipe) {
+    if ((st = w->pipe->err) != SHARC_OK)
+      err_record(st, "%s", w->pipe->msg);
+    pipe_free(w->pipe);
+    w->pipe = NULL;
+  }
+  release_to(ds, w->seq); /* and every release number before it */
+  return st;
 }
 
 sharc_status_t dev_stream_sync(dev_stream_t *ds) {
@@ -764,19 +870,6 @@ sharc_status_t dev_stream_sync(dev_stream_t *ds) {
 
 #else /* !SHARC_HAVE_CUDA: CPU-only build */
 
-int dev_have_cuda(void) { return 0; }
-
-int dev_is_device_ptr(const void *p) {
-  (void)p;
-  return 0;
-}
-
-int dev_first_device_ptr(const void *a, const void *b) {
-  (void)a;
-  (void)b;
-  return 0;
-}
-
 sharc_status_t dev_stream_open(dev_stream_t **out, void *cuda_stream) {
   (void)out;
   (void)cuda_stream;
@@ -809,7 +902,10 @@ void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event) {
 
 sharc_status_t dev_ready(dev_work_t *w) { return w->err; }
 
-void dev_release(dev_work_t *w) { (void)w; }
+sharc_status_t dev_release(dev_work_t *w) {
+  (void)w;
+  return SHARC_OK;
+}
 
 sharc_status_t dev_stream_sync(dev_stream_t *ds) {
   (void)ds;

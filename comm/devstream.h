@@ -29,6 +29,9 @@
 /* The CUDA side of one CUDA-bound sharc stream (private to devstream.c). */
 typedef struct dev_stream dev_stream_t;
 
+/* A pipelined call's worker state (devstream.c). */
+typedef struct dev_pipe dev_pipe_t;
+
 /* What the worker needs to finish one staged call (filled by dev_stage). */
 typedef struct {
   dev_stream_t *ds;   /* NULL: not a staged call */
@@ -38,6 +41,7 @@ typedef struct {
   sharc_status_t err; /* staging failed after the CUDA stream was made to
                          wait: the worker skips the call, then releases */
   char msg[192];      /* err's message */
+  dev_pipe_t *pipe;   /* copies planned per round (devpipe.h), else NULL */
 } dev_work_t;
 
 /* 1 in a build with CUDA, else 0. */
@@ -92,8 +96,10 @@ sharc_status_t dev_ready(dev_work_t *w);
 
 /* Worker thread, after running or skipping the call: lets the CUDA stream
  * go on (copy the staged result out). Must be called exactly once per
- * staged call, in order, whatever happened to the call. */
-void dev_release(dev_work_t *w);
+ * staged call, in order, whatever happened to the call. Returns an error
+ * the pipelined copies met during the call (a piece of the send data that
+ * never reached staging), with its message recorded, else SHARC_OK. */
+sharc_status_t dev_release(dev_work_t *w);
 
 /* Waits (sleeping) until the CUDA stream has done everything queued on it
  * so far, then frees staging buffers that earlier calls outgrew. Call after

@@ -496,12 +496,12 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
 sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
                         void *const bufs[3], sharc_dtype_t dtype,
                         sharc_op_t op) {
-  return exec_run_at(comm, s, bufs, dtype, op, time_ns());
+  return exec_run_at(comm, s, bufs, dtype, op, time_ns(), NULL);
 }
 
 sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
                            void *const bufs[3], sharc_dtype_t dtype,
-                           sharc_op_t op, uint64_t now_ns) {
+                           sharc_op_t op, uint64_t now_ns, exec_hook_t *hook) {
   size_t esize = sharc_dtype_size(dtype);
   size_t maxops = 0;
   for (size_t r = 0; r < s->nrounds; r++)
@@ -513,9 +513,14 @@ sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
   sharc_status_t st = SHARC_OK;
   uint8_t *bounce = NULL; /* staging for reductions of cross-memory reads */
   int published = -1;
-  for (size_t r = 0; r < s->nrounds && st == SHARC_OK; r++)
+  for (size_t r = 0; r < s->nrounds && st == SHARC_OK; r++) {
+    if (hook)
+      hook->before(hook, s, r);
     st = run_round(comm, s, r, sts, bufs, dtype, op, esize, &bounce, &published,
-                   r == 0 ? now_ns : time_ns());
+                   r == 0 && !hook ? now_ns : time_ns());
+    if (hook && st == SHARC_OK)
+      hook->after(hook, s, r);
+  }
   /* After a failure the last wait stays published: peers that time out in
    * the same collective follow it through this rank (follow_waits). */
   if (published != -1 && st == SHARC_OK)

@@ -17,11 +17,20 @@
 sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
                         void *const bufs[3], sharc_dtype_t dtype,
                         sharc_op_t op);
+/* Calls around each round of one run: the staged device path
+ * (devstream.c) waits there for the copies from the device that a round
+ * needs, and lets the copies back start for what a finished round wrote
+ * last. after runs only for rounds that succeeded. */
+typedef struct exec_hook {
+  void (*before)(struct exec_hook *h, const sched_t *s, size_t round);
+  void (*after)(struct exec_hook *h, const sched_t *s, size_t round);
+} exec_hook_t;
+
 /* As exec_run, with now_ns a time_ns() the caller has just read (one
- * clock read fewer per call). */
+ * clock read fewer per call) and hook (may be NULL) around the rounds. */
 sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
                            void *const bufs[3], sharc_dtype_t dtype,
-                           sharc_op_t op, uint64_t now_ns);
+                           sharc_op_t op, uint64_t now_ns, exec_hook_t *hook);
 
 /* Bytes an op of `bytes` occupies in a FIFO: every op starts 64-byte
  * aligned in the stream so elements never straddle the FIFO wrap. */

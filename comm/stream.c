@@ -104,6 +104,13 @@ static void *stream_main(void *arg) {
       } else if ((st = coll_execute(&w->call)) != SHARC_OK) {
         msg = sharc_comm_last_error(w->call.comm);
       }
+      if (w->dev) { /* always: the CUDA stream waits for it */
+        sharc_status_t rst = dev_release(w->dev);
+        if (st == SHARC_OK && rst != SHARC_OK) {
+          st = rst;
+          msg = err_last();
+        }
+      }
       if (st != SHARC_OK && s->err == SHARC_OK) { /* the first error sticks */
         pthread_mutex_lock(&s->lock);
         s->err = st;
@@ -111,8 +118,6 @@ static void *stream_main(void *arg) {
         snprintf(s->err_msg, sizeof s->err_msg, "%s", msg);
         pthread_mutex_unlock(&s->lock);
       }
-      if (w->dev)
-        dev_release(w->dev); /* always: the CUDA stream waits for it */
       free(w);
       complete_one(s);
     }

@@ -2,7 +2,8 @@
 # The whole test suite: install what is missing, build (plain and with
 # AddressSanitizer + UndefinedBehaviorSanitizer), run every CTest test in both,
 # then build with ThreadSanitizer and run the tests whose ranks run several
-# threads (tsan_tests below).
+# threads (tsan_tests below), then with AddressSanitizer on softcuda and run
+# the gpu tests (softcuda_tests below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/deps.sh
@@ -35,12 +36,18 @@ fi
 # A report makes the rank exit 66, which fails its test.
 tsan_tests='^(unit\.|mp\.coll\.(shm|tcp)\.n4$|mp\.hang\.|mp\.kill\.(shm|tcp|abort\.shm|abort\.tcp)$|mp\.check\.coll\.(shm|tcp)\.n4$|mp\.fault\.|shard\.(parity-gpt|trace)$)'
 tsan_skip='^unit\.test_(kernels|schedule|ib_mock)$'
-for variant in plain asan tsan; do
+# softcuda: AddressSanitizer + UBSan again, with the GPU data path built
+# against tests/softcuda (a host-memory CUDA runtime, no GPU needed): the gpu
+# tests (staged and IPC paths, killed ranks, the device kernels' wrappers)
+# and test_stream_cuda run for real here instead of skipping; about 5 min.
+softcuda_tests='^(gpu\.|unit\.test_stream_cuda)'
+for variant in plain asan tsan softcuda; do
   dir=build-test-$variant
   start=$SECONDS
   flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARC_WERROR=ON)
   [ "$variant" = asan ] && flags+=(-DSHARC_SANITIZE=ON)
   [ "$variant" = tsan ] && flags+=(-DSHARC_TSAN=ON)
+  [ "$variant" = softcuda ] && flags+=(-DSHARC_SANITIZE=ON -DSHARC_SOFTCUDA=ON)
   cmake -S . -B "$dir" "${flags[@]}" >/dev/null
   cmake --build "$dir" -j"$jobs"
   echo "=== ctest ($variant) ==="
@@ -49,6 +56,7 @@ for variant in plain asan tsan; do
   export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
   select=()
   [ "$variant" = tsan ] && select=(-R "$tsan_tests" -E "$tsan_skip")
+  [ "$variant" = softcuda ] && select=(-R "$softcuda_tests")
   log="$dir/ctest.log"
   set +e
   (cd "$dir" && ctest --output-on-failure -j1 --timeout 900 "${select[@]}") 2>&1 | tee "$log"
@@ -69,6 +77,6 @@ for variant in plain asan tsan; do
   fi
   echo "=== $variant: build and tests took $((SECONDS - start)) s ==="
 done
-echo "ci: plain and asan builds, every test of each; tsan build, the threaded subset (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
+echo "ci: plain and asan builds, every test of each; tsan build, the threaded subset; asan + softcuda build, the gpu tests (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status

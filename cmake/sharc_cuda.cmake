@@ -48,7 +48,11 @@ if(SHARC_SOFTCUDA)
   set_target_properties(softcuda_driver PROPERTIES NO_SONAME ON)
   target_link_options(softcuda_driver PRIVATE -Wl,-soname,libcuda.so.1)
   # The runtime itself, with the host reduction kernels it runs.
-  add_library(softcuda SHARED ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda.c
+  add_library(softcuda SHARED
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda.c
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_mem.c
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_stream.c
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_kernel.c
     ${PROJECT_SOURCE_DIR}/kernels/reduce.c)
   target_include_directories(softcuda
     PUBLIC ${SHARC_SOFTCUDA_INCLUDE_DIR}

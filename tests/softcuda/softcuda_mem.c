@@ -1,0 +1,506 @@
+/*
+ * softcuda_mem.c - softcuda's memory (see softcuda.c): the process-wide
+ * table of allocations that every copy, memset, kernel argument and stream
+ * memory operation is checked on; cudaMalloc (a memfd, so that another
+ * process can map it), pinned host memory, pointer attributes and
+ * cuMemGetAddressRange; copies and memsets (operations on the legacy or a
+ * given stream); CUDA IPC handles and their mappings.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "softcuda_impl.h"
+
+#define IPC_MAGIC "softcuda"
+
+/* What a cudaIpcMemHandle_t holds (zero-padded to 64 bytes). */
+typedef struct {
+  char magic[8];
+  int64_t pid;
+  int32_t fd;
+  int32_t device;
+  uint64_t id, size, ino;
+} ipc_handle_t;
+
+_Static_assert(sizeof(ipc_handle_t) <= sizeof(cudaIpcMemHandle_t),
+               "ipc handle does not fit");
+
+/* ---- the allocation table (lock held) ----------------------------------- */
+
+static range_t *range_find(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  for (range_t *r = sc_state.ranges; r; r = r->next)
+    if (a >= r->base && a - r->base < (r->size ? r->size : 1))
+      return r;
+  return NULL;
+}
+
+static void range_unlink(range_t *r) {
+  for (range_t **pp = &sc_state.ranges; *pp; pp = &(*pp)->next)
+    if (*pp == r) {
+      *pp = r->next;
+      return;
+    }
+}
+
+/* What [p, p + n) is; M_OVERRUN: it starts in an allocation and runs past
+ * its end. */
+int sc_mem_kind(const void *p, size_t n) {
+  range_t *r = range_find(p);
+  if (!r)
+    return M_UNREG;
+  if (n > r->size - ((uintptr_t)p - r->base))
+    return M_OVERRUN;
+  return r->kind == R_HOST ? M_HOST : M_DEVICE;
+}
+
+const char *sc_mem_name(int k) {
+  static const char *const names[] = {"unregistered host memory",
+                                      "device memory", "pinned host memory",
+                                      "past the end of its allocation"};
+  return names[k];
+}
+
+/* A pointer the device side of an operation may use: device memory, or
+ * pinned (mapped) host memory, [p, p + n) inside its allocation. */
+cudaError_t sc_check_dev_side(const char *fn, const char *what, const void *p,
+                              size_t n) {
+  int k = sc_mem_kind(p, n);
+  if (k == M_DEVICE || k == M_HOST)
+    return cudaSuccess;
+  REFUSE(cudaErrorInvalidValue, "%s: %s [%p, +%zu bytes) is %s", fn, what, p, n,
+         sc_mem_name(k));
+}
+
+/* A pointer that may be anything but must not overrun an allocation. */
+static cudaError_t check_any(const char *fn, const char *what, const void *p,
+                             size_t n) {
+  if (sc_mem_kind(p, n) != M_OVERRUN)
+    return cudaSuccess;
+  REFUSE(cudaErrorInvalidValue, "%s: %s [%p, +%zu bytes) is %s", fn, what, p, n,
+         sc_mem_name(M_OVERRUN));
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+static size_t page_round(size_t n) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  return (n + pg - 1) / pg * pg;
+}
+
+cudaError_t cudaMalloc(void **devPtr, size_t size) {
+  ENTER_DEV();
+  if (!devPtr)
+    return sc_fail(cudaErrorInvalidValue);
+  *devPtr = NULL;
+  if (size == 0)
+    return cudaSuccess;
+  range_t *r = calloc(1, sizeof *r);
+  if (!r)
+    return sc_fail(cudaErrorMemoryAllocation);
+  r->map_size = page_round(size);
+  r->fd = memfd_create("softcuda", MFD_CLOEXEC);
+  struct stat st;
+  void *p = MAP_FAILED;
+  if (r->fd >= 0 && ftruncate(r->fd, (off_t)r->map_size) == 0 &&
+      fstat(r->fd, &st) == 0)
+    p = mmap(NULL, r->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    if (r->fd >= 0)
+      close(r->fd);
+    free(r);
+    REFUSE(cudaErrorMemoryAllocation, "cudaMalloc(%zu): %s", size,
+           strerror(err));
+  }
+  r->base = (uintptr_t)p;
+  r->size = size;
+  r->kind = R_DEVICE;
+  r->device = sc_cur_dev;
+  r->ino = (uint64_t)st.st_ino;
+  pthread_mutex_lock(&sc_state.lock);
+  r->id = ++sc_state.next_id;
+  r->next = sc_state.ranges;
+  sc_state.ranges = r;
+  pthread_mutex_unlock(&sc_state.lock);
+  *devPtr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *devPtr) {
+  ENTER();
+  if (!devPtr)
+    return cudaSuccess;
+  pthread_mutex_lock(&sc_state.lock);
+  sc_wait_all(-1); /* cudaFree synchronizes */
+  range_t *r = range_find(devPtr);
+  if (!r || r->kind != R_DEVICE || r->base != (uintptr_t)devPtr) {
+    pthread_mutex_unlock(&sc_state.lock);
+    REFUSE(cudaErrorInvalidValue, "cudaFree(%p): not a cudaMalloc allocation",
+           devPtr);
+  }
+  range_unlink(r);
+  pthread_mutex_unlock(&sc_state.lock);
+  munmap((void *)r->base, r->map_size);
+  close(r->fd);
+  free(r);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
+  ENTER_DEV();
+  if (!pHost ||
+      (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped |
+                           cudaHostAllocWriteCombined)))
+    return sc_fail(cudaErrorInvalidValue);
+  *pHost = NULL;
+  if (size == 0)
+    return cudaSuccess;
+  range_t *r = calloc(1, sizeof *r);
+  if (!r)
+    return sc_fail(cudaErrorMemoryAllocation);
+  r->map_size = page_round(size);
+  void *p = mmap(NULL, r->map_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    free(r);
+    return sc_fail(cudaErrorMemoryAllocation);
+  }
+  r->base = (uintptr_t)p;
+  r->size = size;
+  r->kind = R_HOST;
+  r->device = sc_cur_dev;
+  r->fd = -1;
+  pthread_mutex_lock(&sc_state.lock);
+  r->next = sc_state.ranges;
+  sc_state.ranges = r;
+  pthread_mutex_unlock(&sc_state.lock);
+  *pHost = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size) {
+  return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+  ENTER();
+  if (!ptr)
+    return cudaSuccess;
+  pthread_mutex_lock(&sc_state.lock);
+  sc_wait_all(-1); /* like cudaFree, it synchronizes */
+  range_t *r = range_find(ptr);
+  if (!r || r->kind != R_HOST || r->base != (uintptr_t)ptr) {
+    pthread_mutex_unlock(&sc_state.lock);
+    REFUSE(cudaErrorInvalidValue,
+           "cudaFreeHost(%p): not a cudaHostAlloc allocation", ptr);
+  }
+  range_unlink(r);
+  pthread_mutex_unlock(&sc_state.lock);
+  munmap((void *)r->base, r->map_size);
+  free(r);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost,
+                                     unsigned int flags) {
+  ENTER_DEV();
+  if (!pDevice || flags)
+    return sc_fail(cudaErrorInvalidValue);
+  pthread_mutex_lock(&sc_state.lock);
+  range_t *r = range_find(pHost);
+  int ok = r && r->kind == R_HOST;
+  pthread_mutex_unlock(&sc_state.lock);
+  if (!ok)
+    REFUSE(cudaErrorInvalidValue,
+           "cudaHostGetDevicePointer(%p): not pinned host memory", pHost);
+  *pDevice = pHost; /* identity: unified addressing */
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a,
+                                     const void *ptr) {
+  ENTER();
+  if (!a)
+    return sc_fail(cudaErrorInvalidValue);
+  memset(a, 0, sizeof *a);
+  pthread_mutex_lock(&sc_state.lock);
+  range_t *r = range_find(ptr);
+  if (!r) {
+    a->type = cudaMemoryTypeUnregistered;
+    a->device = -2;
+    a->hostPointer = (void *)(uintptr_t)ptr;
+  } else if (r->kind == R_HOST) {
+    a->type = cudaMemoryTypeHost;
+    a->device = r->device;
+    a->hostPointer = a->devicePointer = (void *)(uintptr_t)ptr;
+  } else {
+    a->type = cudaMemoryTypeDevice;
+    a->device = r->device;
+    a->devicePointer = (void *)(uintptr_t)ptr;
+  }
+  pthread_mutex_unlock(&sc_state.lock);
+  return cudaSuccess;
+}
+
+/* cuMemGetAddressRange, through the entry point table. */
+CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
+                                  CUdeviceptr dptr) {
+  if (sc_enter(__func__) != cudaSuccess)
+    return CUDA_ERROR_NOT_PERMITTED;
+  pthread_mutex_lock(&sc_state.lock);
+  range_t *r = range_find((const void *)(uintptr_t)dptr);
+  uintptr_t base = r ? r->base : 0;
+  size_t size = r ? r->size : 0;
+  pthread_mutex_unlock(&sc_state.lock);
+  if (!r)
+    return CUDA_ERROR_NOT_FOUND;
+  if (pbase)
+    *pbase = (CUdeviceptr)base;
+  if (psize)
+    *psize = size;
+  return CUDA_SUCCESS;
+}
+
+/* ---- copies and memsets ------------------------------------------------- */
+
+/* Checks a copy of rows (extent: bytes from the first to the last byte
+ * touched) against kind; lock held. */
+static cudaError_t check_copy(const char *fn, void *dst, size_t dext,
+                              const void *src, size_t sext,
+                              enum cudaMemcpyKind kind) {
+  cudaError_t e = cudaSuccess;
+  switch (kind) {
+  case cudaMemcpyHostToHost:
+  case cudaMemcpyDefault:
+    if ((e = check_any(fn, "dst", dst, dext)) == cudaSuccess)
+      e = check_any(fn, "src", src, sext);
+    break;
+  case cudaMemcpyHostToDevice:
+    if ((e = sc_check_dev_side(fn, "dst", dst, dext)) == cudaSuccess)
+      e = check_any(fn, "src", src, sext);
+    break;
+  case cudaMemcpyDeviceToHost:
+    if ((e = check_any(fn, "dst", dst, dext)) == cudaSuccess)
+      e = sc_check_dev_side(fn, "src", src, sext);
+    break;
+  case cudaMemcpyDeviceToDevice:
+    if ((e = sc_check_dev_side(fn, "dst", dst, dext)) == cudaSuccess)
+      e = sc_check_dev_side(fn, "src", src, sext);
+    break;
+  default:
+    REFUSE(cudaErrorInvalidMemcpyDirection, "%s: kind %d", fn, (int)kind);
+  }
+  if (e == cudaSuccess && dext && sext &&
+      (uintptr_t)dst < (uintptr_t)src + sext &&
+      (uintptr_t)src < (uintptr_t)dst + dext)
+    sc_say("%s: dst [%p, +%zu) and src [%p, +%zu) overlap (undefined in CUDA)",
+           fn, dst, dext, src, sext);
+  return e;
+}
+
+static cudaError_t copy_2d(const char *fn, void *dst, size_t dpitch,
+                           const void *src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind,
+                           cudaStream_t stream, int sync) {
+  cudaError_t e = sc_enter_dev(fn);
+  if (e != cudaSuccess)
+    return sc_fail(e);
+  if (width > dpitch || width > spitch)
+    REFUSE(cudaErrorInvalidPitchValue, "%s: width %zu, pitches %zu and %zu", fn,
+           width, dpitch, spitch);
+  if (width && height && (!dst || !src))
+    return sc_fail(cudaErrorInvalidValue);
+  size_t dext = width && height ? dpitch * (height - 1) + width : 0;
+  size_t sext = width && height ? spitch * (height - 1) + width : 0;
+  op_t *op = sc_op_new(OP_COPY);
+  if (!op)
+    return sc_fail(cudaErrorMemoryAllocation);
+  op->u.copy.dst = dst;
+  op->u.copy.src = src;
+  op->u.copy.width = width;
+  op->u.copy.height = width ? height : 0;
+  op->u.copy.dpitch = dpitch;
+  op->u.copy.spitch = spitch;
+  pthread_mutex_lock(&sc_state.lock);
+  e = check_copy(fn, dst, dext, src, sext, kind);
+  stream_t *s = NULL;
+  if (e != cudaSuccess)
+    sc_op_free(op);
+  else
+    e = sc_enqueue(sync ? NULL : stream, op, &s);
+  if (e == cudaSuccess && sync)
+    sc_wait_stream(s);
+  pthread_mutex_unlock(&sc_state.lock);
+  return sc_fail(e);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                            enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy_2d(__func__, dst, count, src, count, count, 1, kind, stream, 0);
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                       enum cudaMemcpyKind kind) {
+  return copy_2d(__func__, dst, count, src, count, count, 1, kind, NULL, 1);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
+                              size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy_2d(__func__, dst, dpitch, src, spitch, width, height, kind,
+                 stream, 0);
+}
+
+static cudaError_t memset_op(const char *fn, void *dst, int value, size_t count,
+                             cudaStream_t stream, int sync) {
+  cudaError_t e = sc_enter_dev(fn);
+  if (e != cudaSuccess)
+    return sc_fail(e);
+  if (count == 0)
+    return cudaSuccess;
+  op_t *op = sc_op_new(OP_SET);
+  if (!op)
+    return sc_fail(cudaErrorMemoryAllocation);
+  op->u.set.dst = dst;
+  op->u.set.value = value;
+  op->u.set.bytes = count;
+  pthread_mutex_lock(&sc_state.lock);
+  e = sc_check_dev_side(fn, "dst", dst, count);
+  stream_t *s = NULL;
+  if (e != cudaSuccess)
+    sc_op_free(op);
+  else
+    e = sc_enqueue(sync ? NULL : stream, op, &s);
+  if (e == cudaSuccess && sync)
+    sc_wait_stream(s);
+  pthread_mutex_unlock(&sc_state.lock);
+  return sc_fail(e);
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count,
+                            cudaStream_t stream) {
+  return memset_op(__func__, devPtr, value, count, stream, 0);
+}
+
+cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+  return memset_op(__func__, devPtr, value, count, NULL, 1);
+}
+
+/* ---- CUDA IPC ----------------------------------------------------------- */
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr) {
+  ENTER_DEV();
+  if (!handle)
+    return sc_fail(cudaErrorInvalidValue);
+  pthread_mutex_lock(&sc_state.lock);
+  range_t *r = range_find(devPtr);
+  ipc_handle_t h;
+  memset(&h, 0, sizeof h);
+  int ok = r && r->kind == R_DEVICE;
+  if (ok) {
+    memcpy(h.magic, IPC_MAGIC, sizeof h.magic);
+    h.pid = (int64_t)getpid();
+    h.fd = r->fd;
+    h.device = r->device;
+    h.id = r->id;
+    h.size = r->size;
+    h.ino = r->ino;
+  }
+  pthread_mutex_unlock(&sc_state.lock);
+  if (!ok)
+    REFUSE(cudaErrorInvalidValue,
+           "cudaIpcGetMemHandle(%p): not in a cudaMalloc allocation of this "
+           "process",
+           devPtr);
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
+                                 unsigned int flags) {
+  ENTER_DEV();
+  ipc_handle_t h;
+  memcpy(&h, &handle, sizeof h);
+  if (!devPtr || memcmp(h.magic, IPC_MAGIC, sizeof h.magic) ||
+      (flags & ~(unsigned)cudaIpcMemLazyEnablePeerAccess))
+    return sc_fail(cudaErrorInvalidValue);
+  if (h.pid == (int64_t)getpid())
+    REFUSE(cudaErrorDeviceUninitialized,
+           "cudaIpcOpenMemHandle: the handle was made by this process (CUDA "
+           "refuses that too)");
+  pthread_mutex_lock(&sc_state.lock);
+  for (range_t *r = sc_state.ranges; r; r = r->next)
+    if (r->kind == R_IPC && r->creator == h.pid && r->id == h.id) {
+      r->refs++;
+      *devPtr = (void *)r->base;
+      pthread_mutex_unlock(&sc_state.lock);
+      return cudaSuccess;
+    }
+  pthread_mutex_unlock(&sc_state.lock);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lld/fd/%d", (long long)h.pid, h.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) || (uint64_t)st.st_ino != h.ino) {
+    int err = fd < 0 ? errno : ESTALE;
+    if (fd >= 0)
+      close(fd);
+    REFUSE(cudaErrorMapBufferObjectFailed,
+           "cudaIpcOpenMemHandle: %s: %s (the allocation or its process is "
+           "gone)",
+           path, strerror(err));
+  }
+  range_t *r = calloc(1, sizeof *r);
+  void *p = MAP_FAILED;
+  size_t map_size = page_round(h.size);
+  if (r)
+    p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    free(r);
+    return sc_fail(cudaErrorMapBufferObjectFailed);
+  }
+  r->base = (uintptr_t)p;
+  r->size = h.size;
+  r->map_size = map_size;
+  r->kind = R_IPC;
+  r->device = sc_cur_dev;
+  r->fd = -1;
+  r->id = h.id;
+  r->creator = h.pid;
+  r->refs = 1;
+  pthread_mutex_lock(&sc_state.lock);
+  r->next = sc_state.ranges;
+  sc_state.ranges = r;
+  pthread_mutex_unlock(&sc_state.lock);
+  *devPtr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
+  ENTER_DEV();
+  pthread_mutex_lock(&sc_state.lock);
+  range_t *r = range_find(devPtr);
+  if (!r || r->kind != R_IPC || r->base != (uintptr_t)devPtr) {
+    pthread_mutex_unlock(&sc_state.lock);
+    REFUSE(cudaErrorInvalidValue,
+           "cudaIpcCloseMemHandle(%p): not an opened IPC mapping", devPtr);
+  }
+  if (--r->refs > 0) {
+    pthread_mutex_unlock(&sc_state.lock);
+    return cudaSuccess;
+  }
+  range_unlink(r);
+  pthread_mutex_unlock(&sc_state.lock);
+  munmap((void *)r->base, r->map_size);
+  free(r);
+  return cudaSuccess;
+}

@@ -73,7 +73,7 @@ typedef struct {
   uint64_t base;             /* the allocation's address in the owner */
   uint64_t off;              /* the buffer's offset in it */
   int32_t state;             /* BS_* */
-  int32_t pad;
+  int32_t reg;               /* registered: peers keep the mapping */
 } ipc_buf_t;
 
 enum {
@@ -95,7 +95,8 @@ typedef struct {
 typedef struct {
   ipc_buf_t buf[NBUF];
   ipc_sig_t sig;
-  int64_t pid; /* a rank of this process is mapped without CUDA IPC */
+  int64_t pid;    /* a rank of this process is mapped without CUDA IPC */
+  uint64_t epoch; /* the owner's mem_dev_epoch: its deregistrations */
 } ipc_desc_t;
 
 typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size,
@@ -117,6 +118,15 @@ static get_range_fn find_get_range(void) {
 /* Fills b for buffer p of this rank; shared: peers read it. */
 static void share(const void *p, int shared, ipc_buf_t *b) {
   memset(b, 0, sizeof *b);
+  mem_dev_t reg;
+  if (p && mem_find_device(p, &reg)) { /* registered: CUDA was asked then */
+    b->state = shared ? BS_OK : BS_LOCAL;
+    memcpy(&b->handle, reg.handle, sizeof b->handle);
+    b->base = reg.base;
+    b->off = (uint64_t)((uintptr_t)p - (uintptr_t)reg.base);
+    b->reg = 1;
+    return;
+  }
   struct cudaPointerAttributes a;
   if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess ||
       (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)) {
@@ -147,6 +157,51 @@ static void share(const void *p, int shared, ipc_buf_t *b) {
   b->state = BS_OK;
 }
 
+sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out) {
+  static const char fn[] = "sharc_mem_register";
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return err_set(SHARC_ERR_INVALID_ARG, "%s: CUDA does not know %p", fn, p);
+  }
+  if (a.type == cudaMemoryTypeManaged)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "%s: %p is managed memory, which CUDA IPC cannot share; "
+                   "register cudaMalloc memory (managed memory works "
+                   "unregistered on the staged path)",
+                   fn, p);
+  get_range_fn range = find_get_range();
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (!range || range(&base, &size, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+    return err_set(SHARC_ERR_CUDA,
+                   "%s: cuMemGetAddressRange cannot find the allocation of "
+                   "device pointer %p",
+                   fn, p);
+  size_t off = (size_t)((uintptr_t)p - (uintptr_t)base);
+  if (bytes > size - off)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "%s: [%p, +%zu) runs %zu bytes past the end of its "
+                   "allocation (%p, %zu bytes); register within one "
+                   "cudaMalloc allocation",
+                   fn, p, bytes, bytes - (size - off), (void *)(uintptr_t)base,
+                   size);
+  cudaIpcMemHandle_t h;
+  cudaError_t e = cudaIpcGetMemHandle(&h, (void *)(uintptr_t)base);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "%s: %p cannot be shared through CUDA IPC "
+                   "(cudaIpcGetMemHandle: %s; cudaMallocAsync pools and "
+                   "cuMemCreate memory cannot be): leave it unregistered",
+                   fn, p, cudaGetErrorName(e));
+  }
+  out->device = a.device;
+  out->base = (uint64_t)base;
+  memcpy(out->handle, &h, sizeof h);
+  return SHARC_OK;
+}
+
 /* ---- mappings of peers' allocations (process-wide) ----------------------
  * cudaIpcOpenMemHandle maps an allocation once per process; the cache keeps
  * the mapping for the later calls on the same buffers. A call holds the
@@ -156,7 +211,10 @@ static void share(const void *p, int shared, ipc_buf_t *b) {
  * rank's CUDA stream waits for the worker doing it. A peer that frees a
  * buffer and allocates another gets a new handle, so a mapping is never
  * reused for different memory; its old mapping keeps the freed memory
- * until the next trim. */
+ * until the next trim. Buffers their owner registered (sharc_mem_register,
+ * item 5) are kept (slot.keep) across trims until a descriptor from that
+ * owner carries a later deregistration epoch: then they close at the next
+ * trim like the others. */
 
 #define MAP_SLOTS 256
 
@@ -164,18 +222,37 @@ typedef struct {
   cudaIpcMemHandle_t handle;
   int device;
   int inuse;
-  void *ptr; /* NULL: empty */
+  void *ptr;      /* NULL: empty */
+  int keep;       /* registered by its owner: not closed by devipc_trim */
+  int64_t owner;  /* the owner's pid, and its mem_dev_epoch when seen */
+  uint64_t epoch; /* registered (a later epoch ends keep) */
 } map_slot_t;
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(((mem_dev_t *)0)->handle),
+               "mem_dev_t.handle holds a cudaIpcMemHandle_t");
 
 static struct {
   pthread_mutex_t lock;
   map_slot_t slot[MAP_SLOTS];
 } maps = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* The owner `pid` deregistered device memory since epoch: its registered
+ * mappings become ordinary ones (closed by the next trim), as a region
+ * deregistered may be freed. */
+static void map_expire(int64_t pid, uint64_t epoch) {
+  pthread_mutex_lock(&maps.lock);
+  for (int i = 0; i < MAP_SLOTS; i++) {
+    map_slot_t *s = &maps.slot[i];
+    if (s->ptr && s->keep && s->owner == pid && s->epoch < epoch)
+      s->keep = 0;
+  }
+  pthread_mutex_unlock(&maps.lock);
+}
+
 /* The local address of a peer's allocation, held until map_put; NULL with
- * the reason in why. */
-static map_slot_t *map_get(const cudaIpcMemHandle_t *h, int device, char *why,
-                           size_t n) {
+ * the reason in why. keep: the owner (pid, at epoch) registered it. */
+static map_slot_t *map_get(const cudaIpcMemHandle_t *h, int device, int keep,
+                           int64_t owner, uint64_t epoch, char *why, size_t n) {
   pthread_mutex_lock(&maps.lock);
   map_slot_t *hit = NULL, *empty = NULL;
   for (int i = 0; i < MAP_SLOTS && !hit; i++) {
@@ -187,8 +264,10 @@ static map_slot_t *map_get(const cudaIpcMemHandle_t *h, int device, char *why,
   }
   if (!hit && !empty)
     snprintf(why, n,
-             "%d peer allocations mapped since the last "
-             "sharc_stream_synchronize; synchronize more often",
+             "%d peer allocations mapped (registered ones until their owner "
+             "deregisters, the others until the next "
+             "sharc_stream_synchronize); synchronize more often or register "
+             "fewer buffers",
              MAP_SLOTS);
   if (!hit && empty) {
     void *ptr = NULL;
@@ -199,6 +278,9 @@ static map_slot_t *map_get(const cudaIpcMemHandle_t *h, int device, char *why,
       empty->device = device;
       empty->ptr = ptr;
       hit = empty;
+      TRACE(SUB_CUDA, "CUDA IPC: mapped a peer allocation (%s)",
+            keep ? "registered: kept until its owner deregisters"
+                 : "until the next synchronize");
     } else {
       (void)cudaGetLastError();
       snprintf(why, n,
@@ -208,8 +290,14 @@ static map_slot_t *map_get(const cudaIpcMemHandle_t *h, int device, char *why,
                cudaGetErrorName(e), cudaGetErrorString(e));
     }
   }
-  if (hit)
+  if (hit) {
     hit->inuse++;
+    if (keep) {
+      hit->keep = 1;
+      hit->owner = owner;
+      hit->epoch = epoch;
+    }
+  }
   pthread_mutex_unlock(&maps.lock);
   return hit;
 }
@@ -224,7 +312,8 @@ void devipc_trim(void) {
   pthread_mutex_lock(&maps.lock);
   for (int i = 0; i < MAP_SLOTS; i++) {
     map_slot_t *s = &maps.slot[i];
-    if (s->ptr && !s->inuse) {
+    if (s->ptr && !s->inuse && !s->keep) {
+      TRACE(SUB_CUDA, "CUDA IPC: closed a peer allocation's mapping");
       int prev = -1;
       if (cudaGetDevice(&prev) == cudaSuccess && prev != s->device)
         (void)cudaSetDevice(s->device);
@@ -369,6 +458,7 @@ static sharc_status_t exchange(ipc_call_t *c) {
   }
   mine.sig = signature(call);
   mine.pid = (int64_t)getpid();
+  mine.epoch = mem_dev_epoch();
   CHECK(host_coll(c, SCHED_ALL_GATHER, &mine, c->all, sizeof mine));
   const char *fn = coll_fn[call->coll];
   for (int r = 0; r < c->n; r++) {
@@ -398,6 +488,9 @@ static sharc_status_t exchange(ipc_call_t *c) {
 static sharc_status_t map_peers(ipc_call_t *c) {
   coll_call_t *call = c->call;
   pid_t self = getpid();
+  for (int r = 0; r < c->n; r++) /* owners that deregistered since */
+    if (r != c->rank && c->all[r].pid != (int64_t)self)
+      map_expire(c->all[r].pid, c->all[r].epoch);
   for (int r = 0; r < c->n; r++) {
     c->send[r] = r == c->rank ? call->sendbuf : NULL;
     c->recv[r] = r == c->rank ? call->recvbuf : NULL;
@@ -406,11 +499,13 @@ static sharc_status_t map_peers(ipc_call_t *c) {
       if (d->state != BS_OK)
         continue;
       uint8_t *p;
-      if (c->all[r].pid == (int64_t)self) { /* a rank of this process */
+      const ipc_desc_t *o = &c->all[r];
+      if (o->pid == (int64_t)self) { /* a rank of this process */
         p = (uint8_t *)(uintptr_t)(d->base + d->off);
       } else {
-        char why[224] = "";
-        map_slot_t *m = map_get(&d->handle, c->device, why, sizeof why);
+        char why[256] = "";
+        map_slot_t *m = map_get(&d->handle, c->device, d->reg, o->pid, o->epoch,
+                                why, sizeof why);
         if (!m) {
           snprintf(c->msg, sizeof c->msg, "mapping rank %d's %s: %s", r,
                    b == BUF_SEND ? "sendbuf" : "recvbuf", why);
@@ -571,6 +666,14 @@ out:
 #else /* !SHARC_HAVE_CUDA */
 
 void devipc_trim(void) {}
+
+sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out) {
+  (void)p;
+  (void)bytes;
+  (void)out;
+  return err_set(SHARC_ERR_UNSUPPORTED,
+                 "sharc_mem_register: device memory in a build without CUDA");
+}
 
 sharc_status_t devipc_run(coll_call_t *call,
                           sharc_status_t (*run)(coll_call_t *)) {

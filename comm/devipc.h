@@ -32,6 +32,7 @@
 #define SHARC_COMM_DEVIPC_H
 
 #include "coll.h"
+#include "mem.h"
 
 /* 1 if comm's collectives on CUDA streams take the IPC path: SHARC_CUDA_PATH
  * is ipc and all of comm's ranks are on one host. */
@@ -44,8 +45,16 @@ int devipc_wanted(const struct sharc_comm *comm);
 sharc_status_t devipc_check_env(const char *fn);
 
 /* Closes the mappings of peers' buffers no call is using (process-wide);
- * from sharc_stream_synchronize, never inside a call. */
+ * from sharc_stream_synchronize, never inside a call. Mappings of buffers
+ * their owners registered (sharc_mem_register) stay until the owner has
+ * deregistered device memory since. */
 void devipc_trim(void);
+
+/* For sharc_mem_register on device memory: the allocation holding
+ * [p, p + bytes) and its CUDA IPC handle. SHARC_ERR_INVALID_ARG when the
+ * range leaves its cudaMalloc allocation or CUDA IPC cannot share it
+ * (managed memory, cudaMallocAsync pools), the message saying which. */
+sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out);
 
 /* Runs call (call->ipc set by dev_stage) on the worker, in call's turn; the
  * CUDA stream of call->ipc has reached the call. Runs host collectives of

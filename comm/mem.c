@@ -3,15 +3,19 @@
  * memfd, so same-host peers can map it through /proc/<pid>/fd; and
  * sharc_mem_register for memory the caller owns, which peers read with
  * process_vm_readv. The registry below is what the shm transport consults
- * to send in place (see shm.c).
+ * to send in place (see shm.c). Registered device memory (cudaMalloc) keeps
+ * its allocation's CUDA IPC handle here for the IPC path (devipc.c).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "core.h"
+#include "devipc.h"
+#include "devstream.h"
 #include "mem.h"
 
 typedef struct mem_region {
@@ -20,11 +24,13 @@ typedef struct mem_region {
   size_t bytes;
   int fd; /* -1 for registered (caller-owned) memory */
   uint64_t id;
+  mem_dev_t dev; /* registered device memory (dev.device >= 0) */
 } mem_region_t;
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static mem_region_t *mem_regions;
 static uint64_t mem_next_id = 1;
+static _Atomic uint64_t dev_epoch; /* device deregistrations */
 
 sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes) {
   if (!ptr)
@@ -62,6 +68,7 @@ sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes) {
                    bytes, strerror(e));
   }
   r->bytes = len;
+  r->dev.device = -1;
   pthread_mutex_lock(&mem_lock);
   r->id = mem_next_id++;
   r->next = mem_regions;
@@ -111,6 +118,10 @@ sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
     return err_set(SHARC_ERR_INVALID_ARG,
                    "sharc_mem_register: %zu bytes at %p wrap the address space",
                    bytes, ptr);
+  /* Device memory: its allocation and IPC handle, asked of CUDA once. */
+  mem_dev_t dev = {.device = -1};
+  if (dev_is_device_ptr(ptr))
+    CHECK(devipc_describe(ptr, bytes, &dev));
   mem_region_t *r = calloc(1, sizeof *r);
   if (!r)
     return err_set(SHARC_ERR_NO_MEM, "sharc_mem_register: out of memory");
@@ -126,7 +137,7 @@ sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
                      ptr, bytes, q->ptr, q->bytes);
     }
   }
-  *r = (mem_region_t){mem_regions, ptr, bytes, -1, mem_next_id++};
+  *r = (mem_region_t){mem_regions, ptr, bytes, -1, mem_next_id++, dev};
   mem_regions = r;
   pthread_mutex_unlock(&mem_lock);
   return SHARC_OK;
@@ -146,9 +157,28 @@ sharc_status_t sharc_mem_deregister(void *ptr) {
         SHARC_ERR_INVALID_ARG,
         "sharc_mem_deregister: %p was not registered with sharc_mem_register",
         ptr);
+  if (r->dev.device >= 0)
+    atomic_fetch_add(&dev_epoch, 1);
   free(r);
   return SHARC_OK;
 }
+
+int mem_find_device(const void *p, mem_dev_t *out) {
+  uintptr_t a = (uintptr_t)p;
+  int found = 0;
+  pthread_mutex_lock(&mem_lock);
+  for (mem_region_t *r = mem_regions; r && !found; r = r->next) {
+    uintptr_t b = (uintptr_t)r->ptr;
+    if (r->dev.device >= 0 && a >= b && a - b < r->bytes) {
+      *out = r->dev;
+      found = 1;
+    }
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return found;
+}
+
+uint64_t mem_dev_epoch(void) { return atomic_load(&dev_epoch); }
 
 int mem_find(const void *p, size_t len, mem_ref_t *out) {
   uintptr_t a = (uintptr_t)p;
@@ -156,7 +186,8 @@ int mem_find(const void *p, size_t len, mem_ref_t *out) {
   pthread_mutex_lock(&mem_lock);
   for (mem_region_t *r = mem_regions; r; r = r->next) {
     uintptr_t b = (uintptr_t)r->ptr;
-    if (a >= b && a - b <= r->bytes && len <= r->bytes - (a - b)) {
+    if (r->dev.device < 0 && a >= b && a - b <= r->bytes &&
+        len <= r->bytes - (a - b)) {
       *out = (mem_ref_t){r->fd >= 0 ? MEM_ALLOCATED : MEM_REGISTERED, r->id,
                          r->fd, a - b, r->bytes};
       found = 1;

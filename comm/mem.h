@@ -1,6 +1,7 @@
 /*
- * mem.h - the registry of sharc_mem_alloc regions, so the shm transport can
- * let same-host peers read them in place.
+ * mem.h - the registry of sharc_mem_alloc and sharc_mem_register regions, so
+ * the shm transport can let same-host peers read host regions in place and
+ * the CUDA IPC path can share registered device regions.
  */
 #ifndef SHARC_MEM_H
 #define SHARC_MEM_H
@@ -22,8 +23,27 @@ typedef struct {
   size_t size;   /* bytes of the whole region */
 } mem_ref_t;
 
-/* 1 and *out filled if [p, p+len) lies inside one sharc_mem_alloc region,
- * else 0. Thread safe. */
+/* 1 and *out filled if [p, p+len) lies inside one sharc_mem_alloc region
+ * or registered host region, else 0 (registered device memory included).
+ * Thread safe. */
 int mem_find(const void *p, size_t len, mem_ref_t *out);
+
+/* Device memory registered with sharc_mem_register (CUDA builds): what the
+ * CUDA IPC path (devipc.c) shares with peers without asking CUDA per call,
+ * and lets them keep mapped across synchronizes. */
+typedef struct mem_dev {
+  int device;               /* -1: not device memory */
+  uint64_t base;            /* the cudaMalloc allocation holding it */
+  unsigned char handle[64]; /* that allocation's cudaIpcMemHandle_t */
+} mem_dev_t;
+
+/* 1 and *out filled if p lies inside a registered device region, else 0.
+ * Thread safe. */
+int mem_find_device(const void *p, mem_dev_t *out);
+
+/* How many device regions this process has deregistered so far: a peer
+ * keeps its mappings of this process's registered regions until the number
+ * it sees moves. */
+uint64_t mem_dev_epoch(void);
 
 #endif /* SHARC_MEM_H */

@@ -247,7 +247,15 @@ SHARC_API sharc_status_t sharc_mem_free(void *ptr);
  * when it is the source of a transfer. The memory stays the caller's;
  * deregister before freeing it. Overlapping registrations are refused.
  * Where the kernel forbids cross-process reads (ptrace restrictions), the
- * data goes through the FIFOs as for unregistered memory. Thread safe. */
+ * data goes through the FIFOs as for unregistered memory. Thread safe.
+ *
+ * Device memory (cudaMalloc; CUDA builds): the range must lie inside one
+ * allocation that CUDA IPC can share (not managed memory, not a
+ * cudaMallocAsync pool), else SHARC_ERR_INVALID_ARG says which. With
+ * SHARC_CUDA_PATH=ipc, peers then map it once and keep the mapping across
+ * sharc_stream_synchronize until this process deregisters device memory,
+ * instead of mapping it per call and unmapping it at the next synchronize;
+ * on the staged path registration changes nothing. */
 SHARC_API sharc_status_t sharc_mem_register(void *ptr, size_t bytes);
 SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
 

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# cuda_reg_test.sh - registered device memory on the CUDA IPC path (issue 5
+# item 5): cuda_reg runs two phases of all-reduces with a synchronize after
+# each call, first on registered buffers, then on unregistered ones, and
+# this script counts each rank's "CUDA IPC: mapped a peer allocation" trace
+# lines:
+#   registered    each peer's two buffers are mapped once per phase
+#                 (4 x (N-1) per rank), and the first phase's mappings are
+#                 closed once their owners deregistered (at least 2 x (N-1))
+#   unregistered  mapped again after every synchronize (4 x (N-1) x calls)
+# and cuda_reg itself checks the sums and the registration's refusals.
+#
+#   cuda_reg_test.sh SHARCRUN CUDA_REG [N]
+#
+# Exit 0 passed, 1 failed, 77 without a CUDA device (the SKIP line).
+set -u
+run=$1 prog=$2 n=${3:-3} iters=5
+W=$(mktemp -d "${TMPDIR:-/tmp}/cuda_reg.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+export SHARC_CUDA_PATH=ipc SHARC_DEBUG=TRACE SHARC_DEBUG_SUBSYS=CUDA
+export SHARC_TIMEOUT=${SHARC_TIMEOUT:-60}
+fails=0
+for reg in 1 0; do
+  log=$W/reg$reg.log
+  timeout 240 "$run" -n "$n" --timeout 200 "$prog" --register $reg \
+    --iters $iters >"$log" 2>&1
+  rc=$?
+  if [ $rc -eq 77 ]; then
+    grep -m1 SKIP "$log"
+    exit 77
+  fi
+  grep -E "cuda_reg" "$log" | head -20
+  if [ $rc -ne 0 ]; then
+    echo "FAIL: cuda_reg --register $reg exited $rc"
+    fails=$((fails + 1))
+    continue
+  fi
+  for r in $(seq 0 $((n - 1))); do
+    opened=$(grep -c "^\[$r\] .*CUDA IPC: mapped a peer allocation" "$log")
+    closed=$(grep -c "^\[$r\] .*CUDA IPC: closed a peer allocation" "$log")
+    if [ $reg -eq 1 ]; then
+      want=$((4 * (n - 1)))
+      if [ "$opened" -ne $want ] || [ "$closed" -lt $((2 * (n - 1))) ]; then
+        echo "FAIL: registered: rank $r mapped $opened peer allocations" \
+          "(want $want: once per phase) and closed $closed (want at least" \
+          "$((2 * (n - 1))): the first phase's, after deregistration)"
+        fails=$((fails + 1))
+      fi
+    else
+      want=$((4 * (n - 1) * iters))
+      if [ "$opened" -ne $want ]; then
+        echo "FAIL: unregistered: rank $r mapped $opened peer allocations" \
+          "(want $want: again after every synchronize)"
+        fails=$((fails + 1))
+      fi
+    fi
+    echo "rank $r, $([ $reg -eq 1 ] && echo registered || echo unregistered):" \
+      "mapped $opened peer allocations, closed $closed ($iters calls x 2 phases)"
+  done
+done
+echo "cuda_reg_test: $fails failed"
+[ $fails -eq 0 ]

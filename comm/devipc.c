@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "devstream.h"
@@ -95,12 +96,35 @@ typedef struct {
 typedef struct {
   ipc_buf_t buf[NBUF];
   ipc_sig_t sig;
-  int64_t pid;    /* a rank of this process is mapped without CUDA IPC */
+  int64_t pid;    /* with nonce, the owner process (a rank of this */
+  uint64_t nonce; /* process is reached without CUDA IPC) */
   uint64_t epoch; /* the owner's mem_dev_epoch: its deregistrations */
 } ipc_desc_t;
 
+/* This process's nonce: pids alone are reused, and repeat across pid
+ * namespaces. */
+static uint64_t process_nonce(void) {
+  static _Atomic uint64_t nonce;
+  uint64_t n = atomic_load(&nonce);
+  while (!n) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
+                 ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)&nonce;
+    x ^= x >> 33; /* splitmix64's finaliser */
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong(&nonce, &zero, x ? x : 1);
+    n = atomic_load(&nonce);
+  }
+  return n;
+}
+
 typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size,
                                  CUdeviceptr dptr);
+typedef CUresult (*get_attr_fn)(void *data, CUpointer_attribute attribute,
+                                CUdeviceptr ptr);
 
 /* cuMemGetAddressRange through the runtime (nothing links libcuda). */
 static get_range_fn find_get_range(void) {
@@ -115,17 +139,45 @@ static get_range_fn find_get_range(void) {
   return f;
 }
 
-/* Fills b for buffer p of this rank; shared: peers read it. */
-static void share(const void *p, int shared, ipc_buf_t *b) {
+/* The allocation id of device pointer p (CU_POINTER_ATTRIBUTE_BUFFER_ID),
+ * or 0 when the driver cannot tell. */
+static uint64_t buffer_id(const void *p) {
+  static _Atomic(get_attr_fn) fn;
+  get_attr_fn f = atomic_load(&fn);
+  if (!f) {
+    char why[128];
+    f = (get_attr_fn)dev_driver_entry("cuPointerGetAttribute",
+                                      cudaEnableDefault, why, sizeof why);
+    atomic_store(&fn, f);
+  }
+  unsigned long long id = 0;
+  if (!f || f(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)p) !=
+                CUDA_SUCCESS)
+    return 0;
+  return id;
+}
+
+/* Fills b for buffer p (len bytes) of this rank; shared: peers read it. */
+static void share(const void *p, size_t len, int shared, ipc_buf_t *b) {
   memset(b, 0, sizeof *b);
   mem_dev_t reg;
-  if (p && mem_find_device(p, &reg)) { /* registered: CUDA was asked then */
-    b->state = shared ? BS_OK : BS_LOCAL;
-    memcpy(&b->handle, reg.handle, sizeof b->handle);
-    b->base = reg.base;
-    b->off = (uint64_t)((uintptr_t)p - (uintptr_t)reg.base);
-    b->reg = 1;
-    return;
+  /* Registered: CUDA was asked then; one cheap query says the allocation
+   * is still the one registered (freed without sharc_mem_deregister, a new
+   * one may sit at the same address). */
+  if (p && mem_find_device(p, len, &reg)) {
+    if (reg.buffer_id && buffer_id(p) == reg.buffer_id) {
+      b->state = shared ? BS_OK : BS_LOCAL;
+      memcpy(&b->handle, reg.handle, sizeof b->handle);
+      b->base = reg.base;
+      b->off = (uint64_t)((uintptr_t)p - (uintptr_t)reg.base);
+      b->reg = 1;
+      return;
+    }
+    WARN(SUB_CUDA,
+         "CUDA IPC: device buffer %p is in a registered region whose "
+         "allocation was freed (or cannot be checked); treating it as "
+         "unregistered: call sharc_mem_deregister before cudaFree",
+         p);
   }
   struct cudaPointerAttributes a;
   if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess ||
@@ -198,6 +250,7 @@ sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out) {
   }
   out->device = a.device;
   out->base = (uint64_t)base;
+  out->buffer_id = buffer_id((void *)(uintptr_t)base);
   memcpy(out->handle, &h, sizeof h);
   return SHARC_OK;
 }
@@ -224,9 +277,15 @@ typedef struct {
   int inuse;
   void *ptr;      /* NULL: empty */
   int keep;       /* registered by its owner: not closed by devipc_trim */
-  int64_t owner;  /* the owner's pid, and its mem_dev_epoch when seen */
-  uint64_t epoch; /* registered (a later epoch ends keep) */
+  int64_t owner;  /* the owner (pid, nonce), and its mem_dev_epoch when */
+  uint64_t nonce; /* seen registered (a later epoch ends keep) */
+  uint64_t epoch;
+  uint64_t used; /* the cache clock at the last map_get */
 } map_slot_t;
+
+/* Kept mappings at most: past that, the trim closes the least recently
+ * used, so registrations never fill the table. */
+#define MAP_KEEP_MAX (MAP_SLOTS / 2)
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(((mem_dev_t *)0)->handle),
                "mem_dev_t.handle holds a cudaIpcMemHandle_t");
@@ -234,16 +293,18 @@ _Static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(((mem_dev_t *)0)->handle),
 static struct {
   pthread_mutex_t lock;
   map_slot_t slot[MAP_SLOTS];
+  uint64_t clock;
 } maps = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* The owner `pid` deregistered device memory since epoch: its registered
- * mappings become ordinary ones (closed by the next trim), as a region
+/* The owner o deregistered device memory since its kept mappings were
+ * seen: they become ordinary ones (closed by the next trim), as a region
  * deregistered may be freed. */
-static void map_expire(int64_t pid, uint64_t epoch) {
+static void map_expire(const ipc_desc_t *o) {
   pthread_mutex_lock(&maps.lock);
   for (int i = 0; i < MAP_SLOTS; i++) {
     map_slot_t *s = &maps.slot[i];
-    if (s->ptr && s->keep && s->owner == pid && s->epoch < epoch)
+    if (s->ptr && s->keep && s->owner == o->pid && s->nonce == o->nonce &&
+        s->epoch < o->epoch)
       s->keep = 0;
   }
   pthread_mutex_unlock(&maps.lock);
@@ -252,7 +313,7 @@ static void map_expire(int64_t pid, uint64_t epoch) {
 /* The local address of a peer's allocation, held until map_put; NULL with
  * the reason in why. keep: the owner (pid, at epoch) registered it. */
 static map_slot_t *map_get(const cudaIpcMemHandle_t *h, int device, int keep,
-                           int64_t owner, uint64_t epoch, char *why, size_t n) {
+                           const ipc_desc_t *owner, char *why, size_t n) {
   pthread_mutex_lock(&maps.lock);
   map_slot_t *hit = NULL, *empty = NULL;
   for (int i = 0; i < MAP_SLOTS && !hit; i++) {
@@ -292,10 +353,12 @@ static map_slot_t *map_get(const cudaIpcMemHandle_t *h, int device, int keep,
   }
   if (hit) {
     hit->inuse++;
+    hit->used = ++maps.clock;
     if (keep) {
       hit->keep = 1;
-      hit->owner = owner;
-      hit->epoch = epoch;
+      hit->owner = owner->pid;
+      hit->nonce = owner->nonce;
+      hit->epoch = owner->epoch;
     }
   }
   pthread_mutex_unlock(&maps.lock);
@@ -310,6 +373,23 @@ static void map_put(map_slot_t *s) {
 
 void devipc_trim(void) {
   pthread_mutex_lock(&maps.lock);
+  /* Past MAP_KEEP_MAX kept mappings, the least recently used idle ones
+   * close too (their owners may be gone for good). */
+  for (;;) {
+    int kept = 0;
+    map_slot_t *oldest = NULL;
+    for (int i = 0; i < MAP_SLOTS; i++) {
+      map_slot_t *s = &maps.slot[i];
+      if (!s->ptr || !s->keep)
+        continue;
+      kept++;
+      if (!s->inuse && (!oldest || s->used < oldest->used))
+        oldest = s;
+    }
+    if (kept <= MAP_KEEP_MAX || !oldest)
+      break;
+    oldest->keep = 0;
+  }
   for (int i = 0; i < MAP_SLOTS; i++) {
     map_slot_t *s = &maps.slot[i];
     if (s->ptr && !s->inuse && !s->keep) {
@@ -449,16 +529,21 @@ static sharc_status_t exchange(ipc_call_t *c) {
   coll_call_t *call = c->call;
   ipc_desc_t mine;
   memset(&mine, 0, sizeof mine);
+  /* the epoch first: a deregistration after it shows in the next call */
+  mine.epoch = mem_dev_epoch();
   const void *bufs[NBUF] = {call->sendbuf, call->recvbuf};
+  size_t all = c->cb * (size_t)c->n;
+  size_t len[NBUF] = {call->coll == SCHED_REDUCE_SCATTER ? all : c->cb,
+                      call->coll == SCHED_ALL_GATHER ? all : c->cb};
   for (int b = 0; b < NBUF; b++) {
     int used = !(b == BUF_SEND && call->coll == SCHED_BROADCAST &&
                  c->rank != call->root);
     if (used)
-      share(bufs[b], peers_read(call, b, c->rank), &mine.buf[b]);
+      share(bufs[b], len[b], peers_read(call, b, c->rank), &mine.buf[b]);
   }
   mine.sig = signature(call);
   mine.pid = (int64_t)getpid();
-  mine.epoch = mem_dev_epoch();
+  mine.nonce = process_nonce();
   CHECK(host_coll(c, SCHED_ALL_GATHER, &mine, c->all, sizeof mine));
   const char *fn = coll_fn[call->coll];
   for (int r = 0; r < c->n; r++) {
@@ -489,8 +574,8 @@ static sharc_status_t map_peers(ipc_call_t *c) {
   coll_call_t *call = c->call;
   pid_t self = getpid();
   for (int r = 0; r < c->n; r++) /* owners that deregistered since */
-    if (r != c->rank && c->all[r].pid != (int64_t)self)
-      map_expire(c->all[r].pid, c->all[r].epoch);
+    if (r != c->rank)
+      map_expire(&c->all[r]);
   for (int r = 0; r < c->n; r++) {
     c->send[r] = r == c->rank ? call->sendbuf : NULL;
     c->recv[r] = r == c->rank ? call->recvbuf : NULL;
@@ -500,12 +585,13 @@ static sharc_status_t map_peers(ipc_call_t *c) {
         continue;
       uint8_t *p;
       const ipc_desc_t *o = &c->all[r];
-      if (o->pid == (int64_t)self) { /* a rank of this process */
+      if (o->pid == (int64_t)self && o->nonce == process_nonce()) {
+        /* a rank of this process */
         p = (uint8_t *)(uintptr_t)(d->base + d->off);
       } else {
         char why[256] = "";
-        map_slot_t *m = map_get(&d->handle, c->device, d->reg, o->pid, o->epoch,
-                                why, sizeof why);
+        map_slot_t *m =
+            map_get(&d->handle, c->device, d->reg, o, why, sizeof why);
         if (!m) {
           snprintf(c->msg, sizeof c->msg, "mapping rank %d's %s: %s", r,
                    b == BUF_SEND ? "sendbuf" : "recvbuf", why);

@@ -497,7 +497,8 @@ void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event) {
 struct dev_pipe {
   exec_hook_t hook; /* first: exec.c calls back with its address */
   dev_stream_t *ds;
-  size_t nrounds, nops; /* of the schedule the plan was made on */
+  struct sharc_comm *comm;
+  uint64_t fingerprint; /* of the schedule the plan was made on */
   int whole;            /* the run's schedule differs: no early release */
   size_t nev, ev_next;
   cudaEvent_t *ev;
@@ -522,11 +523,13 @@ static void release_to(dev_stream_t *ds, uint32_t seq) {
 static void pipe_wait(dev_pipe_t *pp, size_t i) {
   cudaError_t e = cudaEventSynchronize(pp->ev[i]);
   if (e != cudaSuccess && pp->err == SHARC_OK) {
-    /* The round goes on (the peers are in it); the call fails after. */
+    /* The send data never reached staging: fail the collective on every
+     * rank (the peers are in it), as any failed step does. */
     pp->err = cuda_fail(e, "staged collective",
                         "waiting for a piece of the send buffer's copy to "
                         "staging (cudaEventSynchronize)");
     snprintf(pp->msg, sizeof pp->msg, "%s", err_last());
+    comm_fail(pp->comm, pp->comm->rank, pp->err, pp->msg);
   }
   put_event(pp->ds, pp->ev[i]);
   pp->ev[i] = NULL;
@@ -534,13 +537,13 @@ static void pipe_wait(dev_pipe_t *pp, size_t i) {
 
 static void pipe_before(exec_hook_t *h, const sched_t *s, size_t round) {
   dev_pipe_t *pp = (dev_pipe_t *)h;
-  if (round == 0 && (s->nrounds != pp->nrounds || s->nops != pp->nops)) {
+  if (round == 0 && devpipe_fingerprint(s) != pp->fingerprint) {
     /* Not the schedule planned at enqueue: wait for every piece now and
      * release everything at the end. */
     WARN(SUB_CUDA,
          "staged collective: the schedule run (%zu rounds, %zu ops) is not "
-         "the one planned (%zu, %zu); copying without overlap",
-         s->nrounds, s->nops, pp->nrounds, pp->nops);
+         "the one planned; copying without overlap",
+         s->nrounds, s->nops);
     pp->whole = 1;
   }
   while (pp->ev_next < pp->nev &&
@@ -598,7 +601,7 @@ static void staged_bufs(const plan_t *p, uint8_t *stage, const void **send,
 /* Plans call's copies round by round into *pipe (1) when that makes more
  * than one group in a direction, else 0 (one copy each way). */
 static int plan_pipe(const coll_call_t *call, const plan_t *p, uint8_t *stage,
-                     devpipe_t *pipe, size_t *nrounds, size_t *nops) {
+                     devpipe_t *pipe, uint64_t *fingerprint) {
   int64_t min = param_int(PARAM_CUDA_PIPE_BYTES);
   if (min <= 0 || call->coll == SCHED_BARRIER ||
       p->l.d2h_bytes + p->l.h2d_bytes < 2 * (uint64_t)min)
@@ -620,8 +623,7 @@ static int plan_pipe(const coll_call_t *call, const plan_t *p, uint8_t *stage,
                                     call->coll == SCHED_REDUCE_SCATTER),
   };
   int ok = devpipe_plan(&s, &a, pipe) == SHARC_OK;
-  *nrounds = s.nrounds;
-  *nops = s.nops;
+  *fingerprint = devpipe_fingerprint(&s);
   sched_free(&s);
   if (ok && pipe->nd2h <= 1 && pipe->nh2d <= 1) {
     devpipe_free(pipe);
@@ -636,7 +638,7 @@ static int plan_pipe(const coll_call_t *call, const plan_t *p, uint8_t *stage,
  * one wait: the next call's copies must not overwrite staging in use). */
 static sharc_status_t queue_copies(dev_stream_t *ds, coll_call_t *call,
                                    const plan_t *p, const devpipe_t *pipe,
-                                   size_t nrounds, size_t nops, dev_work_t *w,
+                                   uint64_t fingerprint, dev_work_t *w,
                                    const char *fn) {
   uint8_t *stage = ds->stage;
   size_t nev = pipe->nd2h ? pipe->nd2h : 1;
@@ -686,8 +688,8 @@ static sharc_status_t queue_copies(dev_stream_t *ds, coll_call_t *call,
   staged_bufs(p, stage, &call->sendbuf, &call->recvbuf);
   if (pp) {
     pp->seq_first = seq;
-    pp->nrounds = nrounds;
-    pp->nops = nops;
+    pp->comm = call->comm;
+    pp->fingerprint = fingerprint;
     call->hook = &pp->hook;
   }
   for (size_t j = 0; j < nwait && st == SHARC_OK; j++) {
@@ -768,9 +770,9 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
                      .pieces = pcs,
                      .npieces = 2};
   devpipe_t pipe;
-  size_t nrounds = 0, nops = 0;
-  int piped = !ipc && plan_pipe(call, &p, ds->stage, &pipe, &nrounds, &nops);
-  st = queue_copies(ds, call, &p, piped ? &pipe : &whole, nrounds, nops, w, fn);
+  uint64_t fingerprint = 0;
+  int piped = !ipc && plan_pipe(call, &p, ds->stage, &pipe, &fingerprint);
+  st = queue_copies(ds, call, &p, piped ? &pipe : &whole, fingerprint, w, fn);
   if (piped)
     devpipe_free(&pipe);
   if (ipc && w->ds) {

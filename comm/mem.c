@@ -151,25 +151,27 @@ sharc_status_t sharc_mem_deregister(void *ptr) {
   mem_region_t *r = *pp;
   if (r)
     *pp = r->next;
+  /* under the lock: a descriptor reads the epoch before the registry */
+  if (r && r->dev.device >= 0)
+    atomic_fetch_add(&dev_epoch, 1);
   pthread_mutex_unlock(&mem_lock);
   if (!r)
     return err_set(
         SHARC_ERR_INVALID_ARG,
         "sharc_mem_deregister: %p was not registered with sharc_mem_register",
         ptr);
-  if (r->dev.device >= 0)
-    atomic_fetch_add(&dev_epoch, 1);
   free(r);
   return SHARC_OK;
 }
 
-int mem_find_device(const void *p, mem_dev_t *out) {
+int mem_find_device(const void *p, size_t len, mem_dev_t *out) {
   uintptr_t a = (uintptr_t)p;
   int found = 0;
   pthread_mutex_lock(&mem_lock);
   for (mem_region_t *r = mem_regions; r && !found; r = r->next) {
     uintptr_t b = (uintptr_t)r->ptr;
-    if (r->dev.device >= 0 && a >= b && a - b < r->bytes) {
+    if (r->dev.device >= 0 && a >= b && a - b <= r->bytes &&
+        len <= r->bytes - (a - b)) {
       *out = r->dev;
       found = 1;
     }

@@ -34,12 +34,15 @@ int mem_find(const void *p, size_t len, mem_ref_t *out);
 typedef struct mem_dev {
   int device;               /* -1: not device memory */
   uint64_t base;            /* the cudaMalloc allocation holding it */
+  uint64_t buffer_id;       /* its CU_POINTER_ATTRIBUTE_BUFFER_ID (0: none):
+                               a later allocation at the same address has
+                               another, so a freed registration shows */
   unsigned char handle[64]; /* that allocation's cudaIpcMemHandle_t */
 } mem_dev_t;
 
-/* 1 and *out filled if p lies inside a registered device region, else 0.
- * Thread safe. */
-int mem_find_device(const void *p, mem_dev_t *out);
+/* 1 and *out filled if [p, p + len) lies inside one registered device
+ * region, else 0. Thread safe. */
+int mem_find_device(const void *p, size_t len, mem_dev_t *out);
 
 /* How many device regions this process has deregistered so far: a peer
  * keeps its mappings of this process's registered regions until the number

@@ -12,8 +12,12 @@
  * expected sums; between the phases the buffers are deregistered, freed and
  * allocated again. With --register 1 both phases run on registered buffers
  * (with SHARC_CUDA_PATH=ipc peers then map them once per phase:
- * cuda_reg_test.sh counts the mappings in the trace). Prints one line per
- * rank, "cuda_reg: rank R ok" or what failed; exit 0, 1 on a failure, 77
+ * cuda_reg_test.sh counts the mappings in the trace). A third phase misuses
+ * registration: one call on registered buffers, then cudaFree without
+ * sharc_mem_deregister and two calls on new buffers, which may sit at the
+ * same addresses; the sums must still be right (sharc notices the stale
+ * registration and says so). Prints "cuda_reg: rank R stale reuse yes|no"
+ * and "cuda_reg: rank R ok" or what failed; exit 0, 1 on a failure, 77
  * (with a SKIP line) without a usable CUDA device.
  */
 #include <cuda_runtime_api.h>
@@ -70,27 +74,12 @@ static void refusals(void) {
   cudaFree(d);
 }
 
-/* K all-reduces on fresh buffers; 0 when the phase could not run. */
-static int phase(sharc_comm_t comm, sharc_stream_t s, cudaStream_t cs, int reg,
-                 int iters, int nranks, int which) {
-  float *h = malloc(COUNT * sizeof *h);
-  void *dsend = NULL, *drecv = NULL;
-  int ok = h && cudaMalloc(&dsend, COUNT * sizeof(float)) == cudaSuccess &&
-           cudaMalloc(&drecv, COUNT * sizeof(float)) == cudaSuccess;
-  if (!ok) {
-    fail("%s%s", "allocating the phase's buffers failed", "");
-    free(h);
-    cudaFree(dsend);
-    cudaFree(drecv);
-    return 0;
-  }
-  if (reg) {
-    expect_st(sharc_mem_register(dsend, COUNT * sizeof(float)), SHARC_OK, NULL,
-              "registering the send buffer");
-    expect_st(sharc_mem_register(drecv, COUNT * sizeof(float)), SHARC_OK, NULL,
-              "registering the receive buffer");
-  }
-  for (int it = 0; it < iters; it++) {
+/* Calls first..first+iters-1 of phase `which` on dsend/drecv: fill,
+ * all-reduce, synchronize, check. */
+static void calls(sharc_comm_t comm, sharc_stream_t s, cudaStream_t cs,
+                  float *h, void *dsend, void *drecv, int first, int iters,
+                  int nranks, int which) {
+  for (int it = first; it < first + iters; it++) {
     for (size_t i = 0; i < COUNT; i++) /* small integers: exact sums */
       h[i] = (float)((rank + 1) * (int)((i + (size_t)it + (size_t)which) % 7));
     cudaMemcpyAsync(dsend, h, COUNT * sizeof(float), cudaMemcpyHostToDevice,
@@ -120,6 +109,38 @@ static int phase(sharc_comm_t comm, sharc_stream_t s, cudaStream_t cs, int reg,
       }
     }
   }
+}
+
+static int alloc2(void **a, void **b) {
+  *a = *b = NULL;
+  if (cudaMalloc(a, COUNT * sizeof(float)) == cudaSuccess &&
+      cudaMalloc(b, COUNT * sizeof(float)) == cudaSuccess)
+    return 1;
+  fail("%s%s", "allocating a phase's buffers failed", "");
+  cudaFree(*a);
+  cudaFree(*b);
+  return 0;
+}
+
+static void register2(void *a, void *b) {
+  expect_st(sharc_mem_register(a, COUNT * sizeof(float)), SHARC_OK, NULL,
+            "registering the send buffer");
+  expect_st(sharc_mem_register(b, COUNT * sizeof(float)), SHARC_OK, NULL,
+            "registering the receive buffer");
+}
+
+/* K all-reduces on fresh buffers; 0 when the phase could not run. */
+static int phase(sharc_comm_t comm, sharc_stream_t s, cudaStream_t cs, int reg,
+                 int iters, int nranks, int which) {
+  float *h = malloc(COUNT * sizeof *h);
+  void *dsend = NULL, *drecv = NULL;
+  if (!h || !alloc2(&dsend, &drecv)) {
+    free(h);
+    return 0;
+  }
+  if (reg)
+    register2(dsend, drecv);
+  calls(comm, s, cs, h, dsend, drecv, 0, iters, nranks, which);
   if (reg) {
     expect_st(sharc_mem_deregister(dsend), SHARC_OK, NULL,
               "deregistering the send buffer");
@@ -130,6 +151,37 @@ static int phase(sharc_comm_t comm, sharc_stream_t s, cudaStream_t cs, int reg,
   cudaFree(drecv);
   free(h);
   return 1;
+}
+
+/* Freed without deregistering: the calls on the next buffers (perhaps at
+ * the same addresses) must not use the stale registration. */
+static void stale(sharc_comm_t comm, sharc_stream_t s, cudaStream_t cs, int reg,
+                  int nranks) {
+  float *h = malloc(COUNT * sizeof *h);
+  void *a, *b, *a2, *b2;
+  if (!h || !alloc2(&a, &b)) {
+    free(h);
+    return;
+  }
+  if (reg)
+    register2(a, b);
+  calls(comm, s, cs, h, a, b, 0, 1, nranks, 2);
+  cudaFree(a); /* the misuse: still registered */
+  cudaFree(b);
+  if (alloc2(&a2, &b2)) {
+    printf("cuda_reg: rank %d stale reuse %s\n", rank,
+           a2 == a || b2 == b ? "yes" : "no");
+    calls(comm, s, cs, h, a2, b2, 1, 2, nranks, 2);
+    cudaFree(a2);
+    cudaFree(b2);
+  }
+  if (reg) { /* the registry still holds them: deregistering works */
+    expect_st(sharc_mem_deregister(a), SHARC_OK, NULL,
+              "deregistering the freed send buffer");
+    expect_st(sharc_mem_deregister(b), SHARC_OK, NULL,
+              "deregistering the freed receive buffer");
+  }
+  free(h);
 }
 
 int main(int argc, char **argv) {
@@ -170,6 +222,8 @@ int main(int argc, char **argv) {
     refusals();
     for (int p = 0; p < 2 && !fails; p++)
       phase(comm, s, cs, reg, iters, nranks, p);
+    if (!fails)
+      stale(comm, s, cs, reg, nranks);
     sharc_stream_destroy(s);
   }
   if (cs)

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # cuda_reg_test.sh - registered device memory on the CUDA IPC path (issue 5
 # item 5): cuda_reg runs two phases of all-reduces with a synchronize after
-# each call, first on registered buffers, then on unregistered ones, and
-# this script counts each rank's "CUDA IPC: mapped a peer allocation" trace
-# lines:
-#   registered    each peer's two buffers are mapped once per phase
-#                 (4 x (N-1) per rank), and the first phase's mappings are
-#                 closed once their owners deregistered (at least 2 x (N-1))
-#   unregistered  mapped again after every synchronize (4 x (N-1) x calls)
+# each call, then a third that frees registered buffers without
+# deregistering them (3 calls), first on registered buffers, then on
+# unregistered ones, and this script counts each rank's "CUDA IPC: mapped a
+# peer allocation" trace lines:
+#   registered    each peer's two buffers are mapped once per phase, and
+#                 per call after the misuse (10 x (N-1) per rank); the first
+#                 phase's mappings are closed once their owners deregistered
+#                 (at least 2 x (N-1)); a rank whose new buffers reuse the
+#                 freed addresses warns that the registration is stale
+#   unregistered  mapped again after every synchronize
+#                 ((4 x calls + 6) x (N-1))
 # and cuda_reg itself checks the sums and the registration's refusals.
 #
 #   cuda_reg_test.sh SHARCRUN CUDA_REG [N]
@@ -39,15 +43,23 @@ for reg in 1 0; do
     opened=$(grep -c "^\[$r\] .*CUDA IPC: mapped a peer allocation" "$log")
     closed=$(grep -c "^\[$r\] .*CUDA IPC: closed a peer allocation" "$log")
     if [ $reg -eq 1 ]; then
-      want=$((4 * (n - 1)))
+      want=$((10 * (n - 1)))
       if [ "$opened" -ne $want ] || [ "$closed" -lt $((2 * (n - 1))) ]; then
         echo "FAIL: registered: rank $r mapped $opened peer allocations" \
-          "(want $want: once per phase) and closed $closed (want at least" \
-          "$((2 * (n - 1))): the first phase's, after deregistration)"
+          "(want $want: once per phase, per call after the misuse) and" \
+          "closed $closed (want at least $((2 * (n - 1))): the first" \
+          "phase's, after deregistration)"
+        fails=$((fails + 1))
+      fi
+      if grep -q "^\[$r\] cuda_reg: rank $r stale reuse yes" "$log" &&
+        ! grep -q "^\[$r\] .*registered region whose allocation was freed" \
+          "$log"; then
+        echo "FAIL: rank $r reused freed registered addresses without the" \
+          "stale-registration warning"
         fails=$((fails + 1))
       fi
     else
-      want=$((4 * (n - 1) * iters))
+      want=$(((4 * iters + 6) * (n - 1)))
       if [ "$opened" -ne $want ]; then
         echo "FAIL: unregistered: rank $r mapped $opened peer allocations" \
           "(want $want: again after every synchronize)"
@@ -55,7 +67,8 @@ for reg in 1 0; do
       fi
     fi
     echo "rank $r, $([ $reg -eq 1 ] && echo registered || echo unregistered):" \
-      "mapped $opened peer allocations, closed $closed ($iters calls x 2 phases)"
+      "mapped $opened peer allocations, closed $closed ($iters calls x 2" \
+      "phases, then 3)"
   done
 done
 echo "cuda_reg_test: $fails failed"

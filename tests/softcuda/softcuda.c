@@ -374,6 +374,7 @@ static const struct {
     {"cuStreamWaitValue32", (void *)sc_stream_wait_value32, 11070},
     {"cuStreamWriteValue32", (void *)sc_stream_write_value32, 11070},
     {"cuMemGetAddressRange", (void *)sc_mem_get_address_range, 3020},
+    {"cuPointerGetAttribute", (void *)sc_pointer_get_attribute, 4000},
 };
 
 cudaError_t cudaGetDriverEntryPointByVersion(

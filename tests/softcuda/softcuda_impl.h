@@ -207,6 +207,10 @@ cudaError_t sc_check_dev_side(const char *fn, const char *what, const void *p,
                               size_t n);
 
 /* cuMemGetAddressRange, through the entry point table. */
+/* cuPointerGetAttribute: CU_POINTER_ATTRIBUTE_BUFFER_ID only (the
+ * allocation's unique id, for memory a process allocated or mapped). */
+CUresult sc_pointer_get_attribute(void *data, CUpointer_attribute attribute,
+                                  CUdeviceptr ptr);
 CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
                                   CUdeviceptr dptr);
 

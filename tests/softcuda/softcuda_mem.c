@@ -249,6 +249,33 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a,
   return cudaSuccess;
 }
 
+CUresult sc_pointer_get_attribute(void *data, CUpointer_attribute attribute,
+                                  CUdeviceptr ptr) {
+  if (sc_enter(__func__) != cudaSuccess)
+    return CUDA_ERROR_NOT_PERMITTED;
+  if (!data)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (attribute != CU_POINTER_ATTRIBUTE_BUFFER_ID) {
+    if (sc_debug_on())
+      sc_say("cuPointerGetAttribute: attribute %d not modelled",
+             (int)attribute);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  pthread_mutex_lock(&sc_state.lock);
+  range_t *r = range_find((const void *)(uintptr_t)ptr);
+  /* device allocations: their id, unique in this process and never
+   * reused (as CUDA's); other ranges: an id apart from those */
+  unsigned long long id = !r ? 0
+                          : r->kind == R_DEVICE
+                              ? r->id
+                              : (1ull << 63) | (unsigned long long)(uintptr_t)r;
+  pthread_mutex_unlock(&sc_state.lock);
+  if (!r)
+    return CUDA_ERROR_INVALID_VALUE;
+  *(unsigned long long *)data = id;
+  return CUDA_SUCCESS;
+}
+
 /* cuMemGetAddressRange, through the entry point table. */
 CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
                                   CUdeviceptr dptr) {

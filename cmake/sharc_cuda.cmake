@@ -72,6 +72,7 @@ if(SHARC_SOFTCUDA)
     enable_testing()
     add_executable(test_softcuda
       ${PROJECT_SOURCE_DIR}/tests/softcuda/test_softcuda.c)
+    target_include_directories(test_softcuda PRIVATE ${PROJECT_SOURCE_DIR}/tests)
     target_link_libraries(test_softcuda PRIVATE softcuda)
     add_test(NAME gpu.softcuda COMMAND test_softcuda)
     set_tests_properties(gpu.softcuda PROPERTIES TIMEOUT 60

@@ -356,72 +356,53 @@ static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   return coll_execute(call);
 }
 
+/* One call of the API: the collective, its arguments, then submit. */
+static sharc_status_t call(sched_coll_t coll, const void *sendbuf,
+                           void *recvbuf, size_t count, sharc_dtype_t dtype,
+                           sharc_op_t op, int root, sharc_comm_t comm,
+                           sharc_stream_t stream) {
+  coll_call_t c = {.coll = coll,
+                   .sendbuf = sendbuf,
+                   .recvbuf = recvbuf,
+                   .count = count,
+                   .dtype = dtype,
+                   .op = op,
+                   .root = root,
+                   .comm = comm};
+  return submit(&c, stream);
+}
+
 sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
                                 size_t sendcount, sharc_dtype_t dtype,
                                 sharc_comm_t comm, sharc_stream_t stream) {
-  coll_call_t c = {.coll = SCHED_ALL_GATHER,
-                   .sendbuf = sendbuf,
-                   .recvbuf = recvbuf,
-                   .count = sendcount,
-                   .dtype = dtype,
-                   .op = SHARC_SUM,
-                   .root = 0,
-                   .comm = comm};
-  return submit(&c, stream);
+  return call(SCHED_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype, SHARC_SUM,
+              0, comm, stream);
 }
 
 sharc_status_t sharc_reduce_scatter(const void *sendbuf, void *recvbuf,
                                     size_t recvcount, sharc_dtype_t dtype,
                                     sharc_op_t op, sharc_comm_t comm,
                                     sharc_stream_t stream) {
-  coll_call_t c = {.coll = SCHED_REDUCE_SCATTER,
-                   .sendbuf = sendbuf,
-                   .recvbuf = recvbuf,
-                   .count = recvcount,
-                   .dtype = dtype,
-                   .op = op,
-                   .root = 0,
-                   .comm = comm};
-  return submit(&c, stream);
+  return call(SCHED_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0,
+              comm, stream);
 }
 
 sharc_status_t sharc_all_reduce(const void *sendbuf, void *recvbuf,
                                 size_t count, sharc_dtype_t dtype,
                                 sharc_op_t op, sharc_comm_t comm,
                                 sharc_stream_t stream) {
-  coll_call_t c = {.coll = SCHED_ALL_REDUCE,
-                   .sendbuf = sendbuf,
-                   .recvbuf = recvbuf,
-                   .count = count,
-                   .dtype = dtype,
-                   .op = op,
-                   .root = 0,
-                   .comm = comm};
-  return submit(&c, stream);
+  return call(SCHED_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, comm,
+              stream);
 }
 
 sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                sharc_dtype_t dtype, int root, sharc_comm_t comm,
                                sharc_stream_t stream) {
-  coll_call_t c = {.coll = SCHED_BROADCAST,
-                   .sendbuf = sendbuf,
-                   .recvbuf = recvbuf,
-                   .count = count,
-                   .dtype = dtype,
-                   .op = SHARC_SUM,
-                   .root = root,
-                   .comm = comm};
-  return submit(&c, stream);
+  return call(SCHED_BROADCAST, sendbuf, recvbuf, count, dtype, SHARC_SUM, root,
+              comm, stream);
 }
 
 sharc_status_t sharc_barrier(sharc_comm_t comm, sharc_stream_t stream) {
-  coll_call_t c = {.coll = SCHED_BARRIER,
-                   .sendbuf = NULL,
-                   .recvbuf = NULL,
-                   .count = 1,
-                   .dtype = SHARC_U8,
-                   .op = SHARC_SUM,
-                   .root = 0,
-                   .comm = comm};
-  return submit(&c, stream);
+  return call(SCHED_BARRIER, NULL, NULL, 1, SHARC_U8, SHARC_SUM, 0, comm,
+              stream);
 }

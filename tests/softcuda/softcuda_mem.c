@@ -33,6 +33,16 @@ _Static_assert(sizeof(ipc_handle_t) <= sizeof(cudaIpcMemHandle_t),
 
 /* ---- the allocation table (lock held) ----------------------------------- */
 
+/* Adds r to the table; new_id: give it a fresh allocation id. */
+static void range_add(range_t *r, int new_id) {
+  pthread_mutex_lock(&sc_state.lock);
+  if (new_id)
+    r->id = ++sc_state.next_id;
+  r->next = sc_state.ranges;
+  sc_state.ranges = r;
+  pthread_mutex_unlock(&sc_state.lock);
+}
+
 static range_t *range_find(const void *p) {
   uintptr_t a = (uintptr_t)p;
   for (range_t *r = sc_state.ranges; r; r = r->next)
@@ -124,11 +134,7 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
   r->kind = R_DEVICE;
   r->device = sc_cur_dev;
   r->ino = (uint64_t)st.st_ino;
-  pthread_mutex_lock(&sc_state.lock);
-  r->id = ++sc_state.next_id;
-  r->next = sc_state.ranges;
-  sc_state.ranges = r;
-  pthread_mutex_unlock(&sc_state.lock);
+  range_add(r, 1);
   *devPtr = p;
   return cudaSuccess;
 }
@@ -177,10 +183,7 @@ cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
   r->kind = R_HOST;
   r->device = sc_cur_dev;
   r->fd = -1;
-  pthread_mutex_lock(&sc_state.lock);
-  r->next = sc_state.ranges;
-  sc_state.ranges = r;
-  pthread_mutex_unlock(&sc_state.lock);
+  range_add(r, 0);
   *pHost = p;
   return cudaSuccess;
 }
@@ -332,6 +335,21 @@ static cudaError_t check_copy(const char *fn, void *dst, size_t dext,
   return e;
 }
 
+/* Lock held: queues op on stream (sync: on the legacy stream, then waits
+ * for it) unless the argument check failed. */
+static cudaError_t queue_checked(cudaError_t check, op_t *op,
+                                 cudaStream_t stream, int sync) {
+  if (check != cudaSuccess) {
+    sc_op_free(op);
+    return check;
+  }
+  stream_t *s = NULL;
+  cudaError_t e = sc_enqueue(sync ? NULL : stream, op, &s);
+  if (e == cudaSuccess && sync)
+    sc_wait_stream(s);
+  return e;
+}
+
 static cudaError_t copy_2d(const char *fn, void *dst, size_t dpitch,
                            const void *src, size_t spitch, size_t width,
                            size_t height, enum cudaMemcpyKind kind,
@@ -356,14 +374,8 @@ static cudaError_t copy_2d(const char *fn, void *dst, size_t dpitch,
   op->u.copy.dpitch = dpitch;
   op->u.copy.spitch = spitch;
   pthread_mutex_lock(&sc_state.lock);
-  e = check_copy(fn, dst, dext, src, sext, kind);
-  stream_t *s = NULL;
-  if (e != cudaSuccess)
-    sc_op_free(op);
-  else
-    e = sc_enqueue(sync ? NULL : stream, op, &s);
-  if (e == cudaSuccess && sync)
-    sc_wait_stream(s);
+  e = queue_checked(check_copy(fn, dst, dext, src, sext, kind), op, stream,
+                    sync);
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);
 }
@@ -399,14 +411,7 @@ static cudaError_t memset_op(const char *fn, void *dst, int value, size_t count,
   op->u.set.value = value;
   op->u.set.bytes = count;
   pthread_mutex_lock(&sc_state.lock);
-  e = sc_check_dev_side(fn, "dst", dst, count);
-  stream_t *s = NULL;
-  if (e != cudaSuccess)
-    sc_op_free(op);
-  else
-    e = sc_enqueue(sync ? NULL : stream, op, &s);
-  if (e == cudaSuccess && sync)
-    sc_wait_stream(s);
+  e = queue_checked(sc_check_dev_side(fn, "dst", dst, count), op, stream, sync);
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);
 }
@@ -504,10 +509,7 @@ cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
   r->id = h.id;
   r->creator = h.pid;
   r->refs = 1;
-  pthread_mutex_lock(&sc_state.lock);
-  r->next = sc_state.ranges;
-  sc_state.ranges = r;
-  pthread_mutex_unlock(&sc_state.lock);
+  range_add(r, 0);
   *devPtr = p;
   return cudaSuccess;
 }

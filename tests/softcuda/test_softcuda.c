@@ -14,19 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failed, passed;
-
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (cond) {                                                                \
-      passed++;                                                                \
-    } else {                                                                   \
-      failed++;                                                                \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fputc('\n', stderr);                                                     \
-    }                                                                          \
-  } while (0)
+#include "unit/expect.h"
 
 #define IS(call, want)                                                         \
   do {                                                                         \

@@ -657,3 +657,65 @@ sharc_status_t net_if_addr(const char *spec, net_addr_t *out) {
   freeifaddrs(ifs);
   return SHARC_OK;
 }
+
+/* ---- connections waiting for their hello ------------------------------- */
+
+void net_pend_accept(int lfd, void *pend, size_t stride, int *n, int max,
+                     uint64_t hello_ns, const char *what,
+                     uint64_t *pause_until) {
+  while (*n < max) {
+    net_pend_t *pe = (net_pend_t *)((char *)pend + (size_t)*n * stride);
+    memset(pe, 0, stride);
+    int fd = net_accept_nb(lfd, &pe->from, what, pause_until);
+    if (fd < 0)
+      return;
+    pe->fd = fd;
+    pe->deadline = time_ns() + hello_ns;
+    (*n)++;
+  }
+}
+
+int net_pend_read(net_pend_t *pe, void *buf, size_t len, const char *what) {
+  char as[96];
+  for (;;) {
+    ssize_t r =
+        recv(pe->fd, (uint8_t *)buf + pe->fill, len - pe->fill, MSG_DONTWAIT);
+    if (r > 0) {
+      pe->fill += (size_t)r;
+      if (pe->fill < len)
+        continue;
+      return 1;
+    }
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    WARN(SUB_NET, "%s: dropped connection from %s: closed before its hello",
+         what, net_addr_str(&pe->from, as, sizeof as));
+    close(pe->fd);
+    pe->fd = -1;
+    return -1;
+  }
+}
+
+int net_pend_expire(void *pend, size_t stride, int n, uint64_t now,
+                    uint64_t hello_ns, const char *what) {
+  char as[96];
+  int j = 0;
+  for (int i = 0; i < n; i++) {
+    net_pend_t *pe = (net_pend_t *)((char *)pend + (size_t)i * stride);
+    if (pe->fd >= 0 && now >= pe->deadline) {
+      WARN(SUB_NET, "%s: dropped connection from %s: no hello within %llu s",
+           what, net_addr_str(&pe->from, as, sizeof as),
+           (unsigned long long)(hello_ns / 1000000000ull));
+      close(pe->fd);
+      pe->fd = -1;
+    }
+    if (pe->fd >= 0) {
+      if (j != i)
+        memmove((char *)pend + (size_t)j * stride, pe, stride);
+      j++;
+    }
+  }
+  return j;
+}

@@ -91,4 +91,33 @@ int net_secret_equal(const void *a, const void *b, size_t n);
 int net_accept_nb(int lfd, net_addr_t *from, const char *what,
                   uint64_t *pause_until);
 
+/* ---- connections waiting for their hello (a progress thread's) ----------
+ * The tcp and ib transports keep an array of accepted connections whose
+ * first message (the hello) has not fully arrived; each element starts
+ * with a net_pend_t, then the transport's hello buffer. */
+typedef struct {
+  int fd;
+  size_t fill;       /* hello bytes received */
+  uint64_t deadline; /* the whole hello by then, or the socket is dropped */
+  net_addr_t from;
+} net_pend_t;
+
+/* Accepts from lfd into pend (elements of stride bytes, *n in use, max at
+ * most; hello_ns to say hello) until none is waiting or the array is full;
+ * what and pause_until as net_accept_nb. */
+void net_pend_accept(int lfd, void *pend, size_t stride, int *n, int max,
+                     uint64_t hello_ns, const char *what,
+                     uint64_t *pause_until);
+
+/* Reads more of pe's hello into buf (len bytes) without blocking: 1 when
+ * complete, 0 when more is to come, -1 when the peer closed first (logged
+ * under what; the socket is closed and pe->fd is -1). */
+int net_pend_read(net_pend_t *pe, void *buf, size_t len, const char *what);
+
+/* Drops (logged under what, closed) the connections of pend whose hello is
+ * overdue or whose fd is -1, keeping the others in order; returns how many
+ * remain. hello_ns: the time they had, for the message. */
+int net_pend_expire(void *pend, size_t stride, int n, uint64_t now,
+                    uint64_t hello_ns, const char *what);
+
 #endif /* SHARC_NET_H */

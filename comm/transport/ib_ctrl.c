@@ -64,11 +64,8 @@ typedef struct {
 } peer_t;
 
 typedef struct {
-  int fd;
-  size_t fill;
-  uint64_t deadline;
+  net_pend_t p; /* first: net.h's helpers walk the array */
   frame_t f;
-  net_addr_t from;
 } pend_t;
 
 struct ibc {
@@ -304,17 +301,8 @@ sharc_status_t ibc_connect(ibc_t *c, int peer, uint64_t deadline_ns) {
  */
 
 static void do_accept(ibc_t *c) {
-  while (c->npend < IBC_MAX_PENDING) {
-    pend_t *pe = &c->pend[c->npend];
-    memset(pe, 0, sizeof *pe);
-    int fd =
-        net_accept_nb(c->comm->listen_fd, &pe->from, "ib", &c->accept_pause);
-    if (fd < 0)
-      return;
-    pe->fd = fd;
-    pe->deadline = time_ns() + IBC_HELLO_NS;
-    c->npend++;
-  }
+  net_pend_accept(c->comm->listen_fd, c->pend, sizeof *c->pend, &c->npend,
+                  IBC_MAX_PENDING, IBC_HELLO_NS, "ib", &c->accept_pause);
 }
 
 /* Checks a complete hello; returns the dialer's rank, or -1 with *bad. */
@@ -337,67 +325,37 @@ static int check_hello(ibc_t *c, const frame_t *f, const char **bad) {
 static void pend_read(ibc_t *c, pend_t *pe) {
   struct sharc_comm *comm = c->comm;
   char as[96];
-  for (;;) {
-    ssize_t n = recv(pe->fd, (uint8_t *)&pe->f + pe->fill,
-                     sizeof pe->f - pe->fill, MSG_DONTWAIT);
-    if (n > 0) {
-      pe->fill += (size_t)n;
-      if (pe->fill < sizeof pe->f)
-        continue;
-      const char *bad;
-      int r = check_hello(c, &pe->f, &bad);
-      if (r >= 0) {
-        peer_t *pp = &c->peers[r];
-        pthread_mutex_lock(&pp->lock);
-        if (pp->fd >= 0)
-          bad = "duplicate connection";
-        pthread_mutex_unlock(&pp->lock);
-      }
-      if (bad) {
-        WARN(SUB_NET,
-             "ib: dropped control connection from %s: %s (this is rank %d "
-             "of communicator %llx; the job is not disturbed)",
-             net_addr_str(&pe->from, as, sizeof as), bad, comm->rank,
-             (unsigned long long)comm->uid);
-        close(pe->fd);
-      } else {
-        int one = 1;
-        setsockopt(pe->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        TRACE(SUB_NET, "ib: control connection from rank %d (%s)", r,
-              net_addr_str(&pe->from, as, sizeof as));
-        bind_fd(c, r, pe->fd);
-      }
-      pe->fd = -1;
-      return;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return;
-    WARN(SUB_NET, "ib: dropped connection from %s: closed before its hello",
-         net_addr_str(&pe->from, as, sizeof as));
-    close(pe->fd);
-    pe->fd = -1;
-    return;
+  if (net_pend_read(&pe->p, &pe->f, sizeof pe->f, "ib") <= 0)
+    return; /* more to come, or closed (logged) */
+  const char *bad;
+  int r = check_hello(c, &pe->f, &bad);
+  if (r >= 0) {
+    peer_t *pp = &c->peers[r];
+    pthread_mutex_lock(&pp->lock);
+    if (pp->fd >= 0)
+      bad = "duplicate connection";
+    pthread_mutex_unlock(&pp->lock);
   }
+  if (bad) {
+    WARN(SUB_NET,
+         "ib: dropped control connection from %s: %s (this is rank %d "
+         "of communicator %llx; the job is not disturbed)",
+         net_addr_str(&pe->p.from, as, sizeof as), bad, comm->rank,
+         (unsigned long long)comm->uid);
+    close(pe->p.fd);
+  } else {
+    int one = 1;
+    setsockopt(pe->p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    TRACE(SUB_NET, "ib: control connection from rank %d (%s)", r,
+          net_addr_str(&pe->p.from, as, sizeof as));
+    bind_fd(c, r, pe->p.fd);
+  }
+  pe->p.fd = -1;
 }
 
 static void pend_expire(ibc_t *c, uint64_t now) {
-  char as[96];
-  int j = 0;
-  for (int i = 0; i < c->npend; i++) {
-    pend_t *pe = &c->pend[i];
-    if (pe->fd >= 0 && now >= pe->deadline) {
-      WARN(SUB_NET, "ib: dropped connection from %s: no hello within %llu s",
-           net_addr_str(&pe->from, as, sizeof as),
-           (unsigned long long)(IBC_HELLO_NS / 1000000000ull));
-      close(pe->fd);
-      pe->fd = -1;
-    }
-    if (pe->fd >= 0)
-      c->pend[j++] = *pe;
-  }
-  c->npend = j;
+  c->npend = net_pend_expire(c->pend, sizeof *c->pend, c->npend, now,
+                             IBC_HELLO_NS, "ib");
 }
 
 /* ---- progress thread: reading ---------------------------------------------
@@ -489,8 +447,8 @@ struct pollfd *ibc_pollset(ibc_t *c, size_t reserve, size_t *n,
       next = c->accept_pause;
   }
   for (int i = 0; i < c->npend; i++) {
-    rc |= add(c, &k, c->pend[i].fd, POLLIN, -2 - i);
-    next = SHARC_MIN(next, c->pend[i].deadline);
+    rc |= add(c, &k, c->pend[i].p.fd, POLLIN, -2 - i);
+    next = SHARC_MIN(next, c->pend[i].p.deadline);
   }
   for (int r = 0; r < comm->nranks; r++) {
     peer_t *pp = &c->peers[r];
@@ -553,8 +511,8 @@ void ibc_destroy(ibc_t *c) {
   if (!c)
     return;
   for (int i = 0; i < c->npend; i++)
-    if (c->pend[i].fd >= 0)
-      close(c->pend[i].fd);
+    if (c->pend[i].p.fd >= 0)
+      close(c->pend[i].p.fd);
   for (int r = 0; r < c->comm->nranks; r++) {
     peer_t *pp = &c->peers[r];
     if (pp->fd >= 0)

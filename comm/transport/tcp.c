@@ -651,8 +651,8 @@ static int build_pollset(struct tcp_state *st, size_t *n, int *timeout_ms) {
       next = st->accept_pause;
   }
   for (int i = 0; i < st->npend; i++) {
-    rc |= poll_add(st, n, st->pend[i].fd, POLLIN, K_PEND, &st->pend[i]);
-    next = SHARC_MIN(next, st->pend[i].deadline);
+    rc |= poll_add(st, n, st->pend[i].p.fd, POLLIN, K_PEND, &st->pend[i]);
+    next = SHARC_MIN(next, st->pend[i].p.deadline);
   }
   for (int r = 0; r < comm->nranks; r++) {
     tcp_peer_t *pp = &st->peers[r];
@@ -892,7 +892,7 @@ static void close_socket(int fd) {
 static void state_free(struct tcp_state *st) {
   struct sharc_comm *comm = st->comm;
   for (int i = 0; i < st->npend; i++)
-    close(st->pend[i].fd);
+    close(st->pend[i].p.fd);
   if (st->peers)
     for (int r = 0; r < comm->nranks; r++) {
       int fd = atomic_load(&st->peers[r].ctrl_fd);

@@ -20,17 +20,8 @@
  */
 
 void tcp_accept(struct tcp_state *st) {
-  while (st->npend < TCP_MAX_PENDING) {
-    pending_t *pe = &st->pend[st->npend];
-    memset(pe, 0, sizeof *pe);
-    int fd =
-        net_accept_nb(st->comm->listen_fd, &pe->from, "tcp", &st->accept_pause);
-    if (fd < 0)
-      return;
-    pe->fd = fd;
-    pe->deadline = time_ns() + TCP_HELLO_NS;
-    st->npend++;
-  }
+  net_pend_accept(st->comm->listen_fd, st->pend, sizeof *st->pend, &st->npend,
+                  TCP_MAX_PENDING, TCP_HELLO_NS, "tcp", &st->accept_pause);
 }
 
 /* Checks a complete hello and binds its socket. Returns 1 when the socket
@@ -56,7 +47,7 @@ static int bind_hello(struct tcp_state *st, pending_t *pe) {
     pthread_mutex_lock(&st->lock);
     if (h->chan == TCP_CTRL) {
       if (atomic_load(&st->peers[r].ctrl_fd) < 0) {
-        atomic_store(&st->peers[r].ctrl_fd, pe->fd);
+        atomic_store(&st->peers[r].ctrl_fd, pe->p.fd);
         ok = 1;
       }
     } else {
@@ -64,7 +55,7 @@ static int bind_hello(struct tcp_state *st, pending_t *pe) {
       if (!p)
         bad = "out of memory for its FIFOs";
       else if (p->fd < 0) {
-        p->fd = pe->fd;
+        p->fd = pe->p.fd;
         ok = 1;
       }
     }
@@ -77,61 +68,30 @@ static int bind_hello(struct tcp_state *st, pending_t *pe) {
     WARN(SUB_NET,
          "tcp: dropped connection from %s: %s (this is rank %d of "
          "communicator %llx; the job is not disturbed)",
-         net_addr_str(&pe->from, as, sizeof as), bad, comm->rank,
+         net_addr_str(&pe->p.from, as, sizeof as), bad, comm->rank,
          (unsigned long long)comm->uid);
     return 0;
   }
   int one = 1;
-  setsockopt(pe->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(pe->p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   TRACE(SUB_NET, "tcp: accepted rank %d channel %d from %s", r,
         h->chan == TCP_CTRL ? -1 : (int)h->chan,
-        net_addr_str(&pe->from, as, sizeof as));
+        net_addr_str(&pe->p.from, as, sizeof as));
   comm_wake(comm);
   return 1;
 }
 
 void tcp_pend_read(struct tcp_state *st, pending_t *pe) {
-  char as[96];
-  for (;;) {
-    ssize_t n = recv(pe->fd, (uint8_t *)&pe->h + pe->fill,
-                     sizeof pe->h - pe->fill, MSG_DONTWAIT);
-    if (n > 0) {
-      pe->fill += (size_t)n;
-      if (pe->fill < sizeof pe->h)
-        continue;
-      if (!bind_hello(st, pe))
-        close(pe->fd);
-      pe->fd = -1;
-      return;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return;
-    WARN(SUB_NET, "tcp: dropped connection from %s: closed before its hello",
-         net_addr_str(&pe->from, as, sizeof as));
-    close(pe->fd);
-    pe->fd = -1;
-    return;
-  }
+  if (net_pend_read(&pe->p, &pe->h, sizeof pe->h, "tcp") <= 0)
+    return; /* more to come, or closed (logged) */
+  if (!bind_hello(st, pe))
+    close(pe->p.fd);
+  pe->p.fd = -1;
 }
 
 void tcp_pend_expire(struct tcp_state *st, uint64_t now) {
-  char as[96];
-  int j = 0;
-  for (int i = 0; i < st->npend; i++) {
-    pending_t *pe = &st->pend[i];
-    if (pe->fd >= 0 && now >= pe->deadline) {
-      WARN(SUB_NET, "tcp: dropped connection from %s: no hello within %llu s",
-           net_addr_str(&pe->from, as, sizeof as),
-           (unsigned long long)(TCP_HELLO_NS / 1000000000ull));
-      close(pe->fd);
-      pe->fd = -1;
-    }
-    if (pe->fd >= 0)
-      st->pend[j++] = *pe;
-  }
-  st->npend = j;
+  st->npend = net_pend_expire(st->pend, sizeof *st->pend, st->npend, now,
+                              TCP_HELLO_NS, "tcp");
 }
 
 /* ---- dialing ------------------------------------------------------------ */

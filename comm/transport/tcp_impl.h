@@ -89,11 +89,8 @@ typedef struct {
 } tcp_peer_t;
 
 typedef struct {
-  int fd;
-  size_t fill;
-  uint64_t deadline;
+  net_pend_t p; /* first: net.h's helpers walk the array */
   hello_t h;
-  net_addr_t from;
 } pending_t;
 
 typedef struct {

@@ -28,14 +28,14 @@ fi
 # build on 2 cores: the tests where a rank runs several threads (callers,
 # stream workers, the tcp progress thread, the recorder's printers, the
 # bootstrap root) over shm and tcp. Left out: the single-threaded pure-logic
-# unit tests (test_kernels, test_schedule: minutes under TSan, nothing to
+# unit tests (test_kernels, test_schedule, test_devpipe: minutes under TSan, nothing to
 # find) and test_ib_mock: TSan reports races between its software HCA's
 # DMA thread (tests/unit/mock_verbs.c) and plain reads of RDMA-written words
 # in comm/transport/ib.c (credit_now, ib_ctl_flush), to be fixed in the ib
 # transport before it joins this list.
 # A report makes the rank exit 66, which fails its test.
 tsan_tests='^(unit\.|mp\.coll\.(shm|tcp)\.n4$|mp\.hang\.|mp\.kill\.(shm|tcp|abort\.shm|abort\.tcp)$|mp\.check\.coll\.(shm|tcp)\.n4$|mp\.fault\.|shard\.(parity-gpt|trace)$)'
-tsan_skip='^unit\.test_(kernels|schedule|ib_mock)$'
+tsan_skip='^unit\.test_(kernels|schedule|devpipe|ib_mock)$'
 # softcuda: AddressSanitizer + UBSan again, with the GPU data path built
 # against tests/softcuda (a host-memory CUDA runtime, no GPU needed): the gpu
 # tests (staged and IPC paths, killed ranks, the device kernels' wrappers)

@@ -291,6 +291,55 @@ static void overlaps(void) {
   sched_free(&s);
 }
 
+/* The shapes the library plans in practice: 65537 elements per block (odd
+ * on purpose), the executor's channels and tree chunk (64 KiB), 64 KiB
+ * groups, every algorithm on 2, 3, 4 and 8 ranks, the first and last rank. */
+static void production(const int *hosts) {
+  static const int ns[] = {2, 3, 4, 8};
+  size_t esize = 4, count = 65537;
+  for (int algo = 0; algo < SCHED_ALGO_COUNT; algo++)
+    for (int coll = 0; coll < SCHED_BARRIER; coll++)
+      for (int k = 0; k < 4; k++)
+        for (int end = 0; end < 2; end++)
+          for (int inplace = 0; inplace < 2; inplace++) {
+            int n = ns[k], rank = end ? n - 1 : 0;
+            if (!sched_algo_supports((sched_algo_t)algo, (sched_coll_t)coll))
+              continue;
+            sched_args_t sa = {.coll = (sched_coll_t)coll,
+                               .rank = rank,
+                               .nranks = n,
+                               .count = count,
+                               .root = coll == SCHED_BROADCAST ? n / 2 : 0,
+                               .inplace = inplace,
+                               .nchan = 2,
+                               .chunk = 65536 / esize,
+                               .host_of =
+                                   algo == SCHED_ALGO_HIER ? hosts : NULL};
+            sched_t s;
+            sched_init(&s);
+            EXPECT(sched_build((sched_algo_t)algo, &sa, &s) == SHARC_OK,
+                   "%s %s n=%d: %s", algo_name[algo], coll_name[coll], n,
+                   err_last());
+            devpipe_args_t a = {
+                .esize = esize, .min_group = 65536, .max_groups = 32};
+            devpipe_layout((sched_coll_t)coll, rank, n, sa.root, count * esize,
+                           inplace, 1, 1, &a.lay);
+            char what[128];
+            snprintf(what, sizeof what, "production %s %s n=%d rank=%d %s",
+                     algo_name[algo], coll_name[coll], n, rank,
+                     inplace ? "in-place" : "out-of-place");
+            devpipe_t p;
+            if (devpipe_plan(&s, &a, &p) == SHARC_OK) {
+              pcase_t c = {what, &s, &a, &p, a.lay.stage_bytes};
+              check_plan(&c);
+              devpipe_free(&p);
+            } else {
+              EXPECT(0, "%s: devpipe_plan: %s", what, err_last());
+            }
+            sched_free(&s);
+          }
+}
+
 int main(void) {
   layouts();
   overlaps();
@@ -305,6 +354,7 @@ int main(void) {
               one((sched_algo_t)algo, (sched_coll_t)coll, n, rank, counts[ci],
                   inplace, coll == SCHED_BROADCAST ? (n - 1) / 2 : 0,
                   algo == SCHED_ALGO_HIER ? hosts : NULL);
+  production(hosts);
   printf("test_devpipe: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -44,7 +44,8 @@ rec_entry_t *rec_start(struct sharc_comm *comm, int coll, int dtype, int op,
 void rec_end(rec_entry_t *e, int status) {
   SET(t_end_ns, time_ns());
   SET(status, status);
-  SET(waiting_on, -1);
+  if (status == SHARC_OK) /* a failed call keeps whom it last waited on */
+    SET(waiting_on, -1);
   atomic_store(&e->state, status == SHARC_OK ? REC_DONE : REC_FAILED);
 }
 
@@ -83,11 +84,19 @@ void rec_dump(struct sharc_comm *comm, const char *why) {
       WARN(SUB_COMM, "recorder: %s: running for %.3f s%s", what,
            (double)(now - t0) / 1e9, on);
     } else {
-      WARN(SUB_COMM, "recorder: %s: %s after %.1f us%s%s", what,
+      /* a failure dumped after the call ended (a peer's notice may come
+       * in just after this rank's own timeout) still says whom it waited
+       * on */
+      int w = state == REC_DONE ? -1 : GET(waiting_on);
+      char on[128] = "";
+      if (w >= 0 && w < comm->nranks)
+        snprintf(on, sizeof on, ", waiting on rank %d (host %s)", w,
+                 comm->peers[w].host);
+      WARN(SUB_COMM, "recorder: %s: %s after %.1f us%s%s%s", what,
            state == REC_DONE ? "done" : "failed",
            (double)(GET(t_end_ns) - t0) / 1e3,
            state == REC_DONE ? "" : " with ",
-           state == REC_DONE ? "" : sharc_status_name(GET(status)));
+           state == REC_DONE ? "" : sharc_status_name(GET(status)), on);
     }
   }
 }

@@ -27,7 +27,8 @@ typedef struct {
   _Atomic size_t count;
   _Atomic uint64_t t_start_ns, t_end_ns;
   _Atomic int state;      /* 0 (empty) or REC_* */
-  _Atomic int waiting_on; /* peer this rank is blocked on, -1: none */
+  _Atomic int waiting_on; /* peer this rank is blocked on, -1: none; a
+                             failed call keeps the last one */
   _Atomic int status;     /* sharc_status_t once done/failed */
 } rec_entry_t;
 

@@ -43,6 +43,11 @@ tsan_skip='^unit\.test_(kernels|schedule|devpipe|ib_mock)$'
 softcuda_tests='^(gpu\.|unit\.test_stream_cuda)'
 for variant in plain asan tsan softcuda; do
   dir=build-test-$variant
+  if [ "$variant" = softcuda ] &&
+    [ ! -f "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/cuda_runtime_api.h" ]; then
+    echo "=== softcuda: skipped: no CUDA toolkit headers (cuda_runtime_api.h in ${CUDAToolkit_ROOT:-/usr/local/cuda}/include; set CUDAToolkit_ROOT) ==="
+    continue
+  fi
   start=$SECONDS
   flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARC_WERROR=ON)
   [ "$variant" = asan ] && flags+=(-DSHARC_SANITIZE=ON)

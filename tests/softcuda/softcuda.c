@@ -157,11 +157,15 @@ static void init_once(void) {
   if (e && atoi(e) >= 20)
     sc_state.poll_max_us = (unsigned)atoi(e);
     /* The real runtime loads the driver (libcuda.so.1) on its first call, and
-     * sharc asks the loader whether it is there (devstream.c cuda_in_use):
-     * load the stub whose soname is libcuda.so.1 now, not at startup. */
+     * sharc asks the loader whether it is there (devptr.c cuda_in_use):
+     * load the stub whose soname is libcuda.so.1 now, not at startup. It
+     * is found by its build-tree path (SOFTCUDA_DRIVER): softcuda is a test
+     * double, not meant to be installed. */
 #ifdef SOFTCUDA_DRIVER
   if (!dlopen(SOFTCUDA_DRIVER, RTLD_NOW | RTLD_GLOBAL))
-    sc_say("cannot load the driver stub %s: %s", SOFTCUDA_DRIVER, dlerror());
+    sc_say("cannot load the driver stub %s: %s; sharc will take device "
+           "pointers for host memory (rebuild the softcuda_driver target)",
+           SOFTCUDA_DRIVER, dlerror());
 #endif
 }
 

@@ -169,7 +169,8 @@ static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
   size_t esize = key->esize;
   sched_t built; /* a schedule built now and not cached */
   sched_init(&built);
-  const sched_t *s = hit ? &hit->sched : NULL;
+  /* planned at enqueue: the same choice, built once */
+  const sched_t *s = call->sched ? call->sched : hit ? &hit->sched : NULL;
   sharc_status_t st = SHARC_OK;
   if (!s)
     st = build_schedule(call, key, algo, &built, &s);

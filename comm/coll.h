@@ -23,6 +23,9 @@ typedef struct {
                       set by dev_stage), else NULL */
   struct exec_hook *hook; /* around the rounds (exec.h): a pipelined staged
                              call (devstream.c), else NULL */
+  const sched_t *sched;   /* the schedule to run, built at enqueue by
+                             coll_plan (a pipelined staged call, whose copies
+                             were planned on it), else NULL: chosen here */
 } coll_call_t;
 
 /* Runs call now in the calling thread, after every earlier ticket of its
@@ -36,9 +39,10 @@ void coll_skip(coll_call_t *call);
 /* Waits until every ticket issued on comm has been served. */
 void coll_drain(struct sharc_comm *comm);
 
-/* Builds into *out (sched_free it) the schedule call will run with, as the
- * executor will choose it: for planning ahead (the staged device path).
- * Thread safe: reads only comm's constants. */
+/* Builds into *out (sched_free it) the schedule the executor would choose
+ * for call: the staged device path plans its copies on it at enqueue and
+ * hands it to the worker (coll_call_t.sched), so it is built once. Thread
+ * safe: reads only comm's constants. */
 sharc_status_t coll_plan(const coll_call_t *call, sched_t *out);
 
 /* Enqueues call on stream (stream.c); call->ticket already taken. */

@@ -307,25 +307,3 @@ void devpipe_free(devpipe_t *p) {
   free(p->pieces);
   memset(p, 0, sizeof *p);
 }
-
-static uint64_t fnv(uint64_t h, uint64_t v) {
-  for (int i = 0; i < 8; i++, v >>= 8)
-    h = (h ^ (v & 0xff)) * 0x100000001b3ull;
-  return h;
-}
-
-uint64_t devpipe_fingerprint(const sched_t *s) {
-  uint64_t h = fnv(0xcbf29ce484222325ull, s->nrounds);
-  for (size_t r = 0; r <= s->nrounds && s->round_start; r++)
-    h = fnv(h, s->round_start[r]);
-  for (size_t i = 0; i < s->nops; i++) {
-    const sched_op_t *o = &s->ops[i];
-    h = fnv(h, (uint64_t)o->kind | (uint64_t)o->chan << 8 |
-                   (uint64_t)o->src_buf << 16 | (uint64_t)o->dst_buf << 24 |
-                   (uint64_t)(uint32_t)o->peer << 32);
-    h = fnv(h, o->src_off);
-    h = fnv(h, o->dst_off);
-    h = fnv(h, o->count);
-  }
-  return h;
-}

@@ -93,8 +93,4 @@ sharc_status_t devpipe_plan(const sched_t *s, const devpipe_args_t *a,
                             devpipe_t *out);
 void devpipe_free(devpipe_t *p);
 
-/* A fingerprint of s's rounds and ops: the worker checks that the schedule
- * it runs is the one the copies were planned on. */
-uint64_t devpipe_fingerprint(const sched_t *s);
-
 #endif /* SHARC_COMM_DEVPIPE_H */

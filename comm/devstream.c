@@ -498,8 +498,7 @@ struct dev_pipe {
   exec_hook_t hook; /* first: exec.c calls back with its address */
   dev_stream_t *ds;
   struct sharc_comm *comm;
-  uint64_t fingerprint; /* of the schedule the plan was made on */
-  int whole;            /* the run's schedule differs: no early release */
+  sched_t sched; /* planned on and run (coll_call_t.sched) */
   size_t nev, ev_next;
   cudaEvent_t *ev;
   size_t *ev_round; /* ev[i] must have fired before this round */
@@ -536,26 +535,16 @@ static void pipe_wait(dev_pipe_t *pp, size_t i) {
 }
 
 static void pipe_before(exec_hook_t *h, const sched_t *s, size_t round) {
+  (void)s; /* pp->sched itself (coll_call_t.sched) */
   dev_pipe_t *pp = (dev_pipe_t *)h;
-  if (round == 0 && devpipe_fingerprint(s) != pp->fingerprint) {
-    /* Not the schedule planned at enqueue: wait for every piece now and
-     * release everything at the end. */
-    WARN(SUB_CUDA,
-         "staged collective: the schedule run (%zu rounds, %zu ops) is not "
-         "the one planned; copying without overlap",
-         s->nrounds, s->nops);
-    pp->whole = 1;
-  }
-  while (pp->ev_next < pp->nev &&
-         (pp->whole || pp->ev_round[pp->ev_next] <= round))
+  while (pp->ev_next < pp->nev && pp->ev_round[pp->ev_next] <= round)
     pipe_wait(pp, pp->ev_next++);
 }
 
 static void pipe_after(exec_hook_t *h, const sched_t *s, size_t round) {
   (void)s;
   dev_pipe_t *pp = (dev_pipe_t *)h;
-  while (!pp->whole && pp->rel_next < pp->nrel &&
-         pp->rel_round[pp->rel_next] <= round)
+  while (pp->rel_next < pp->nrel && pp->rel_round[pp->rel_next] <= round)
     release_to(pp->ds, pp->seq_first + (uint32_t)pp->rel_next++);
 }
 
@@ -588,6 +577,7 @@ static void pipe_free(dev_pipe_t *pp) {
   free(pp->ev);
   free(pp->ev_round);
   free(pp->rel_round);
+  sched_free(&pp->sched);
   free(pp);
 }
 
@@ -598,19 +588,19 @@ static void staged_bufs(const plan_t *p, uint8_t *stage, const void **send,
   *recv = p->l.recv_staged ? stage + p->l.recv_off : p->r;
 }
 
-/* Plans call's copies round by round into *pipe (1) when that makes more
+/* Plans call's copies round by round into *pipe on the schedule *s the
+ * worker will run (1, *s built: the caller owns it) when that makes more
  * than one group in a direction, else 0 (one copy each way). */
 static int plan_pipe(const coll_call_t *call, const plan_t *p, uint8_t *stage,
-                     devpipe_t *pipe, uint64_t *fingerprint) {
+                     devpipe_t *pipe, sched_t *s) {
   int64_t min = param_int(PARAM_CUDA_PIPE_BYTES);
   if (min <= 0 || call->coll == SCHED_BARRIER ||
       p->l.d2h_bytes + p->l.h2d_bytes < 2 * (uint64_t)min)
     return 0;
   coll_call_t staged = *call; /* the schedule depends on the in-place-ness */
   staged_bufs(p, stage, &staged.sendbuf, &staged.recvbuf);
-  sched_t s;
-  if (coll_plan(&staged, &s) != SHARC_OK) {
-    sched_free(&s);
+  if (coll_plan(&staged, s) != SHARC_OK) {
+    sched_free(s);
     return 0;
   }
   devpipe_args_t a = {
@@ -622,13 +612,13 @@ static int plan_pipe(const coll_call_t *call, const plan_t *p, uint8_t *stage,
           call->op == SHARC_AVG && (call->coll == SCHED_ALL_REDUCE ||
                                     call->coll == SCHED_REDUCE_SCATTER),
   };
-  int ok = devpipe_plan(&s, &a, pipe) == SHARC_OK;
-  *fingerprint = devpipe_fingerprint(&s);
-  sched_free(&s);
+  int ok = devpipe_plan(s, &a, pipe) == SHARC_OK;
   if (ok && pipe->nd2h <= 1 && pipe->nh2d <= 1) {
     devpipe_free(pipe);
     ok = 0;
   }
+  if (!ok)
+    sched_free(s);
   return ok;
 }
 
@@ -638,7 +628,7 @@ static int plan_pipe(const coll_call_t *call, const plan_t *p, uint8_t *stage,
  * one wait: the next call's copies must not overwrite staging in use). */
 static sharc_status_t queue_copies(dev_stream_t *ds, coll_call_t *call,
                                    const plan_t *p, const devpipe_t *pipe,
-                                   uint64_t fingerprint, dev_work_t *w,
+                                   sched_t *sched, dev_work_t *w,
                                    const char *fn) {
   uint8_t *stage = ds->stage;
   size_t nev = pipe->nd2h ? pipe->nd2h : 1;
@@ -649,6 +639,10 @@ static sharc_status_t queue_copies(dev_stream_t *ds, coll_call_t *call,
   cudaError_t e;
   if ((nev > 1 || nwait > 1) && !(pp = pipe_new(ds, nev - 1, nwait - 1)))
     return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
+  if (pp) { /* the schedule the copies are planned on: the worker runs it */
+    pp->sched = *sched;
+    sched_init(sched);
+  }
   for (size_t g = 0; g < nev; g++) {
     const devpipe_group_t *gr = g < pipe->nd2h ? &pipe->d2h[g] : NULL;
     for (size_t i = 0; gr && i < gr->npieces; i++) {
@@ -689,8 +683,8 @@ static sharc_status_t queue_copies(dev_stream_t *ds, coll_call_t *call,
   if (pp) {
     pp->seq_first = seq;
     pp->comm = call->comm;
-    pp->fingerprint = fingerprint;
     call->hook = &pp->hook;
+    call->sched = &pp->sched;
   }
   for (size_t j = 0; j < nwait && st == SHARC_OK; j++) {
     if (j > 0) {
@@ -770,9 +764,11 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
                      .pieces = pcs,
                      .npieces = 2};
   devpipe_t pipe;
-  uint64_t fingerprint = 0;
-  int piped = !ipc && plan_pipe(call, &p, ds->stage, &pipe, &fingerprint);
-  st = queue_copies(ds, call, &p, piped ? &pipe : &whole, fingerprint, w, fn);
+  sched_t sched; /* the pipelined call's, moved into its worker state */
+  sched_init(&sched);
+  int piped = !ipc && plan_pipe(call, &p, ds->stage, &pipe, &sched);
+  st = queue_copies(ds, call, &p, piped ? &pipe : &whole, &sched, w, fn);
+  sched_free(&sched); /* empty unless queue_copies did not take it */
   if (piped)
     devpipe_free(&pipe);
   if (ipc && w->ds) {

@@ -41,6 +41,30 @@ tsan_skip='^unit\.test_(kernels|schedule|devpipe|ib_mock)$'
 # tests (staged and IPC paths, killed ranks, the device kernels' wrappers)
 # and test_stream_cuda run for real here instead of skipping; about 5 min.
 softcuda_tests='^(gpu\.|unit\.test_stream_cuda)'
+# run_ctest LOG [ctest args]: runs ctest in $dir, adds its counts to the
+# totals, sets status=1 on a failure.
+run_ctest() {
+  local log=$1
+  shift
+  set +e
+  (cd "$dir" && ctest --output-on-failure -j1 --timeout 900 "$@") 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -eq 0 ] || status=1
+  local skipped line failed total
+  skipped=$(grep -c -- "\*\*\*Skipped" "$log" || true)
+  total_skip=$((total_skip + skipped))
+  # "100% tests passed, 0 tests failed out of 45"
+  line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$log" | tail -1)
+  failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+  total=$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')
+  if [ -n "$line" ]; then
+    total_pass=$((total_pass + total - failed - skipped))
+    total_fail=$((total_fail + failed))
+  else
+    status=1
+  fi
+}
 for variant in plain asan tsan softcuda; do
   dir=build-test-$variant
   if [ "$variant" = softcuda ] &&
@@ -62,26 +86,18 @@ for variant in plain asan tsan softcuda; do
   select=()
   [ "$variant" = tsan ] && select=(-R "$tsan_tests" -E "$tsan_skip")
   [ "$variant" = softcuda ] && select=(-R "$softcuda_tests")
-  log="$dir/ctest.log"
-  set +e
-  (cd "$dir" && ctest --output-on-failure -j1 --timeout 900 "${select[@]}") 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
-  set -e
-  [ "$rc" -eq 0 ] || status=1
-  skipped=$(grep -c -- "\*\*\*Skipped" "$log" || true)
-  total_skip=$((total_skip + skipped))
-  # "100% tests passed, 0 tests failed out of 45"
-  line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$log" | tail -1)
-  failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
-  total=$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')
-  if [ -n "$line" ]; then
-    total_pass=$((total_pass + total - failed - skipped))
-    total_fail=$((total_fail + failed))
-  else
-    status=1
+  run_ctest "$dir/ctest.log" "${select[@]}"
+  # The numerical-parity tests again under every other OpenBLAS kernel this
+  # CPU runs (AVX2 and AVX-512 kernels round differently; a user's machine
+  # may pick any): about 80 s each.
+  if [ "$variant" = plain ]; then
+    for k in $(bash tests/shard/blas_kernels.sh); do
+      echo "=== ctest (plain, OPENBLAS_CORETYPE=$k: models and shard) ==="
+      OPENBLAS_CORETYPE=$k run_ctest "$dir/ctest-$k.log" -R '^(models|shard)\.'
+    done
   fi
   echo "=== $variant: build and tests took $((SECONDS - start)) s ==="
 done
-echo "ci: plain and asan builds, every test of each; tsan build, the threaded subset; asan + softcuda build, the gpu tests (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
+echo "ci: plain and asan builds, every test of each (plain: models and shard again under each other OpenBLAS kernel this CPU runs); tsan build, the threaded subset; asan + softcuda build, the gpu tests (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status

@@ -18,10 +18,6 @@
 #include "exec.h"
 #include "reduce.h"
 
-static const char *const coll_fn[SCHED_COLL_COUNT] = {
-    "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
-    "sharc_broadcast", "sharc_barrier"};
-
 uint64_t coll_ticket(struct sharc_comm *comm) {
   pthread_mutex_lock(&comm->order_lock);
   uint64_t t = comm->next_ticket++;
@@ -152,7 +148,8 @@ static sharc_status_t build_schedule(coll_call_t *call, const sched_key_t *key,
   sharc_status_t st = sched_build(algo, &args, built); /* finishes it */
   if (st != SHARC_OK)
     return comm_error(comm, st, "%s: building the %s schedule failed: %s",
-                      coll_fn[call->coll], sched_algo_name(algo), err_last());
+                      sched_coll_fn(call->coll), sched_algo_name(algo),
+                      err_last());
   *out = built;
   if (built->nops <= SCHED_CACHE_MAX_OPS)
     *out = &sched_cache_put(&comm->sched_cache, key, algo, built)->sched;
@@ -178,8 +175,8 @@ static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
     st = ensure_tmp(comm, s->tmp_count * esize);
   if (st == SHARC_OK) {
     void *const bufs[3] = {(void *)call->sendbuf, call->recvbuf, comm->tmp};
-    TRACE(SUB_COMM, "%s #%llu: %zu x %s, %s, %zu rounds", coll_fn[call->coll],
-          (unsigned long long)comm->seq, call->count,
+    TRACE(SUB_COMM, "%s #%llu: %zu x %s, %s, %zu rounds",
+          sched_coll_fn(call->coll), (unsigned long long)comm->seq, call->count,
           sharc_dtype_name(call->dtype), sched_algo_name(algo), s->nrounds);
     st = exec_run_at(comm, s, bufs, call->dtype, call->op,
                      now_ns ? now_ns : time_ns(), call->hook);
@@ -216,7 +213,7 @@ static sharc_status_t run_call(coll_call_t *call) {
                 (int)algo, call->root, call->count);
   atomic_store(&comm->rec_cur, rec);
   if (comm->cfg.check) { /* SHARC_CHECK=1: all ranks agree before data moves */
-    sharc_status_t cst = check_call(call, coll_fn[call->coll]);
+    sharc_status_t cst = check_call(call, sched_coll_fn(call->coll));
     if (cst != SHARC_OK) {
       atomic_store(&comm->rec_cur, NULL);
       rec_end(rec, cst);
@@ -263,11 +260,11 @@ sharc_status_t coll_execute(coll_call_t *call) {
     st = comm->broken_st;
     pthread_mutex_unlock(&comm->err_lock);
     st = comm_record(comm, st, "%s: communicator unusable: %s",
-                     coll_fn[call->coll], msg);
+                     sched_coll_fn(call->coll), msg);
   } else {
-    shm_publish_progress(comm, comm->seq + 1, comm->seq);
+    transport_publish_progress(comm, comm->seq + 1, comm->seq);
     st = run_call(call);
-    shm_publish_progress(comm, comm->seq + 1, comm->seq + 1);
+    transport_publish_progress(comm, comm->seq + 1, comm->seq + 1);
   }
   atomic_store_explicit(&comm->seq, comm->seq + 1, memory_order_relaxed);
   pass_turn(comm);
@@ -277,7 +274,7 @@ sharc_status_t coll_execute(coll_call_t *call) {
 /* Argument checks shared by every collective; the message names the
  * argument, the value and what to pass instead. */
 static sharc_status_t validate(const coll_call_t *c) {
-  const char *fn = coll_fn[c->coll];
+  const char *fn = sched_coll_fn(c->coll);
   struct sharc_comm *comm = c->comm;
   if (!comm)
     return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
@@ -342,7 +339,7 @@ static sharc_status_t check_host_memory(const coll_call_t *c,
                     "%s: %s is device memory, but the call is on %s; pass a "
                     "stream made by sharc_stream_create_cuda for device "
                     "buffers",
-                    coll_fn[c->coll], which,
+                    sched_coll_fn(c->coll), which,
                     stream ? "a host stream" : "no stream (blocking)");
 }
 

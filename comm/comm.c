@@ -73,9 +73,7 @@ static void comm_free(struct sharc_comm *c) {
     return;
   rec_unregister(c);
   uint64_t deadline = time_ns() + SHARC_MIN(timeout_ns(), 10000000000ull);
-  transport_ib.teardown(c, deadline);
-  transport_tcp.teardown(c, deadline);
-  transport_shm.teardown(c, deadline);
+  transport_teardown_all(c, deadline);
   if (c->listen_fd >= 0)
     close(c->listen_fd);
   free(c->peers);
@@ -152,17 +150,21 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
   /* A network transport named in SHARC_TRANSPORT carries every pair (for
    * one-host tests); auto uses SHARC_NET between hosts only. */
   const char *tps = param_str(PARAM_TRANSPORT), *nets = param_str(PARAM_NET);
-  int force_net = !strcasecmp(tps, "tcp") || !strcasecmp(tps, "ib");
-  if (!force_net && strcasecmp(tps, "auto") && strcasecmp(tps, "shm"))
-    return comm_error(
-        c, SHARC_ERR_INVALID_ARG,
-        "init: SHARC_TRANSPORT=%s unknown; use auto, shm, tcp or ib", tps);
-  if (strcasecmp(nets, "tcp") && strcasecmp(nets, "ib"))
+  const transport_t *local = transport_local();
+  const transport_t *forced = transport_find(tps, TRANSPORT_NET);
+  int force_net = forced != NULL;
+  char names[64];
+  if (!force_net && strcasecmp(tps, "auto") && strcasecmp(tps, local->name))
     return comm_error(c, SHARC_ERR_INVALID_ARG,
-                      "init: SHARC_NET=%s unknown; use tcp or ib", nets);
-  const transport_t *net = !strcasecmp(force_net ? tps : nets, "ib")
-                               ? &transport_ib
-                               : &transport_tcp;
+                      "init: SHARC_TRANSPORT=%s unknown; use auto, %s, %s", tps,
+                      local->name,
+                      transport_names(TRANSPORT_NET, names, sizeof names));
+  const transport_t *net =
+      forced ? forced : transport_find(nets, TRANSPORT_NET);
+  if (!net)
+    return comm_error(c, SHARC_ERR_INVALID_ARG,
+                      "init: SHARC_NET=%s unknown; use %s", nets,
+                      transport_names(TRANSPORT_NET, names, sizeof names));
   int need_net = 0;
   for (int r = 0; r < n; r++) {
     int same = c->host_of[r] == c->host_of[c->rank];
@@ -170,7 +172,7 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
       if (r == c->rank)
         c->local_rank = c->local_size;
       c->local_ranks[c->local_size++] = r;
-      c->tp[r] = &transport_shm;
+      c->tp[r] = local;
     } else {
       c->tp[r] = net;
       need_net = 1;
@@ -180,18 +182,19 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
     c->local_rank = 0;
     c->local_size = 1;
     c->local_ranks[0] = c->rank;
-    c->tp[c->rank] = &transport_shm;
+    c->tp[c->rank] = local;
   }
   int64_t nch = param_int(PARAM_NCHANNELS);
   c->nchan = (int)SHARC_MIN(SHARC_MAX(nch, 1), 16);
   if (c->local_size > 1)
-    CHECK(transport_shm.setup(c));
+    CHECK(local->setup(c));
   if (need_net)
     CHECK(net->setup(c));
-  INFO(SUB_INIT, "comm %016llx: rank %d of %d, local %d of %d, %d hosts, %s%s",
+  INFO(SUB_INIT,
+       "comm %016llx: rank %d of %d, local %d of %d, %d hosts, %s%s%s",
        (unsigned long long)c->uid, c->rank, c->nranks, c->local_rank,
-       c->local_size, c->nhosts, need_net ? net->name : "",
-       need_net ? "+shm" : "shm");
+       c->local_size, c->nhosts, need_net ? net->name : "", need_net ? "+" : "",
+       local->name);
   return SHARC_OK;
 }
 

@@ -13,7 +13,7 @@
 #include "core.h"
 #include "recorder.h"
 #include "schedule.h"
-#include "transport.h"
+#include "transport/transport.h"
 
 /* Per-rank wake-up word: a blocked executor sleeps on `doorbell` with a
  * futex; anyone who makes progress possible bumps it and, if `sleeping`,
@@ -70,9 +70,7 @@ struct sharc_comm {
   net_addr_t listen_addr;
 
   /* transport private state */
-  struct shm_state *shm;
-  struct tcp_state *tcp;
-  struct ib_state *ib;
+  void *tp_state[TRANSPORT_COUNT]; /* each transport's own, by its id */
 
   /* waiting */
   wake_word_t *wake; /* points into the shm segment or wake_private */

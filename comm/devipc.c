@@ -60,10 +60,6 @@ sharc_status_t devipc_check_env(const char *fn) {
 
 #include "device.h" /* kernels/ */
 
-static const char *const coll_fn[SCHED_COLL_COUNT] = {
-    "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
-    "sharc_broadcast", "sharc_barrier"};
-
 /* ---- descriptors -------------------------------------------------------- */
 
 enum { BUF_SEND, BUF_RECV, NBUF };
@@ -450,7 +446,7 @@ static sharc_status_t host_coll(ipc_call_t *c, sched_coll_t coll,
  * logged here whatever the others did. */
 static sharc_status_t agree(ipc_call_t *c, sharc_status_t mine,
                             const char *phase) {
-  const char *fn = coll_fn[c->call->coll];
+  const char *fn = sched_coll_fn(c->call->coll);
   if (mine != SHARC_OK)
     WARN(SUB_CUDA, "%s (CUDA IPC, %s): rank %d: %s", fn, phase, c->rank,
          c->msg);
@@ -545,7 +541,7 @@ static sharc_status_t exchange(ipc_call_t *c) {
   mine.pid = (int64_t)getpid();
   mine.nonce = process_nonce();
   CHECK(host_coll(c, SCHED_ALL_GATHER, &mine, c->all, sizeof mine));
-  const char *fn = coll_fn[call->coll];
+  const char *fn = sched_coll_fn(call->coll);
   for (int r = 0; r < c->n; r++) {
     if (memcmp(&c->all[r].sig, &mine.sig, sizeof mine.sig))
       return comm_error(
@@ -553,7 +549,7 @@ static sharc_status_t exchange(ipc_call_t *c) {
           "%s on a CUDA stream (CUDA IPC): rank %d called %s with count %llu, "
           "dtype %d, op %d, root %d; this rank: %s, count %zu, dtype %d, op "
           "%d, root %d",
-          fn, r, coll_fn[(uint32_t)c->all[r].sig.coll % SCHED_COLL_COUNT],
+          fn, r, sched_coll_fn((uint32_t)c->all[r].sig.coll % SCHED_COLL_COUNT),
           (unsigned long long)c->all[r].sig.count, c->all[r].sig.dtype,
           c->all[r].sig.op, c->all[r].sig.root, fn, call->count,
           (int)call->dtype, mine.sig.op, mine.sig.root);
@@ -723,7 +719,7 @@ sharc_status_t devipc_run(coll_call_t *call,
     /* The peers wait for this rank in the exchange: break the
      * communicator, as any local failure inside a collective does. */
     st = comm_error(comm, SHARC_ERR_NO_MEM, "%s: out of memory (CUDA IPC)",
-                    coll_fn[call->coll]);
+                    sched_coll_fn(call->coll));
     comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
     goto out;
   }
@@ -736,8 +732,9 @@ sharc_status_t devipc_run(coll_call_t *call,
   }
   if (st == SHARC_OK && call->coll == SCHED_ALL_REDUCE)
     st = agree(&c, phase_two(&c), "gathering the reduced blocks");
-  TRACE(SUB_CUDA, "%s: %zu x %s through CUDA IPC: %s", coll_fn[call->coll],
-        call->count, sharc_dtype_name(call->dtype), sharc_status_name(st));
+  TRACE(SUB_CUDA, "%s: %zu x %s through CUDA IPC: %s",
+        sched_coll_fn(call->coll), call->count, sharc_dtype_name(call->dtype),
+        sharc_status_name(st));
 out:
   for (int i = 0; i < c.nheld; i++)
     map_put(c.held[i]);

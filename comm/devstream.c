@@ -76,10 +76,6 @@ typedef CUresult (*wait_value32_fn)(CUstream stream, CUdeviceptr addr,
 #define STAGE_ROUND (64u << 10) /* staging sizes are multiples of this */
 #define HOLD_FALLBACK "host function"
 
-static const char *const coll_fn[SCHED_COLL_COUNT] = {
-    "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
-    "sharc_broadcast", "sharc_barrier"};
-
 typedef struct stage_buf {
   struct stage_buf *next;
   void *p;
@@ -718,7 +714,7 @@ fail:
 }
 
 sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
-  const char *fn = coll_fn[call->coll];
+  const char *fn = sched_coll_fn(call->coll);
   memset(w, 0, sizeof *w);
   plan_t p;
   /* The IPC path (devipc.h) moves the data itself on the worker: the CUDA

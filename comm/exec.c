@@ -279,7 +279,7 @@ static int find_laggards(struct sharc_comm *comm, char *out, size_t len) {
   int first = -1;
   out[0] = '\0';
   for (int r = 0; r < comm->nranks && o + 100 < len; r++) {
-    uint64_t e = shm_peer_entered(comm, r);
+    uint64_t e = transport_peer_entered(comm, r);
     if (r == comm->rank || e == UINT64_MAX || e > comm->seq)
       continue;
     if (first < 0)
@@ -308,7 +308,7 @@ static int follow_waits(struct sharc_comm *comm, int first, char *out,
   for (int hops = 0; hops < comm->nranks && r >= 0 && r != comm->rank; hops++) {
     if (o + 16 < sizeof path)
       o += (size_t)snprintf(path + o, sizeof path - o, " -> %d", r);
-    int w = shm_peer_waiting(comm, r);
+    int w = transport_peer_waiting(comm, r);
     if (w == -1) {
       snprintf(out, len,
                "; rank %d (host %s) is inside it but waits on no peer (the "
@@ -338,7 +338,7 @@ static sharc_status_t check_conns(const op_state_t *sts, size_t n, int *peer) {
 }
 
 /* *published: the peer this rank last published as the one it sleeps on
- * (shm_publish_wait), -1 for none; kept current across rounds. start: the
+ * (transport_publish_wait), -1 for none; kept current across rounds. start: the
  * time now (time_ns), read by the caller: the round reads the clock again
  * only when it idles, never while it moves bytes. */
 static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
@@ -365,7 +365,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       st->wire = 0;
       continue;
     }
-    st->wire = exec_wire_bytes(st->bytes);
+    st->wire = transport_wire_bytes(st->bytes);
     const transport_t *tp = comm->tp[o->peer];
     sharc_status_t cst = tp->connect(
         comm, o->peer, o->chan, o->kind == SCHED_SEND, deadline, &st->conn);
@@ -400,7 +400,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     if (fault_enabled() && *published != -1) {
       /* A SHARC_FAULT delay stalls this rank inside a pass: say it waits on
        * nobody while it polls, so peers' diagnosis finds it here. */
-      shm_publish_wait(comm, -1);
+      transport_publish_wait(comm, -1);
       *published = -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -417,7 +417,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       idle = 0;
       progressed = 1;
       if (*published != -1) { /* awake and moving: wait on nobody */
-        shm_publish_wait(comm, -1);
+        transport_publish_wait(comm, -1);
         *published = -1;
       }
       continue;
@@ -444,7 +444,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     }
     if (now - last_check >= EXEC_CHECK_INTERVAL_NS) {
       last_check = now;
-      shm_poll_notice(comm);
+      transport_poll_notice(comm);
       int bad = -1;
       sharc_status_t cst = check_conns(sts, n, &bad);
       if (cst != SHARC_OK && !atomic_load(&comm->fail.failed)) {
@@ -486,7 +486,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     if (rec)
       atomic_store(&rec->waiting_on, on);
     if (on != *published) {
-      shm_publish_wait(comm, on);
+      transport_publish_wait(comm, on);
       *published = on;
     }
     comm_wait(comm, seen, EXEC_CHECK_INTERVAL_NS);
@@ -524,7 +524,7 @@ sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
   /* After a failure the last wait stays published: peers that time out in
    * the same collective follow it through this rank (follow_waits). */
   if (published != -1 && st == SHARC_OK)
-    shm_publish_wait(comm, -1);
+    transport_publish_wait(comm, -1);
   if (sts != stack)
     free(sts);
   free(bounce);

@@ -32,10 +32,4 @@ sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
                            void *const bufs[3], sharc_dtype_t dtype,
                            sharc_op_t op, uint64_t now_ns, exec_hook_t *hook);
 
-/* Bytes an op of `bytes` occupies in a FIFO: every op starts 64-byte
- * aligned in the stream so elements never straddle the FIFO wrap. */
-static inline size_t exec_wire_bytes(size_t bytes) {
-  return (bytes + 63) & ~(size_t)63;
-}
-
 #endif /* SHARC_EXEC_H */

@@ -279,8 +279,8 @@ static void drop(const fault_t *f, transport_conn_t *c, uint64_t moved) {
     if (atomic_compare_exchange_strong(&dropped[i], &none, c))
       break;
   }
-  if (c->tp == &transport_tcp)
-    tcp_fault_drop(c);
+  if (c->tp->fault_drop)
+    c->tp->fault_drop(c);
 }
 
 int fault_conn_dropped(const transport_conn_t *c) {

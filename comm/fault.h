@@ -43,7 +43,7 @@
 #include <stddef.h>
 
 #include "core.h"
-#include "transport.h"
+#include "transport/transport.h"
 
 /* Nonzero when some fault targets this process (set once by fault_init). */
 SHARC_INTERNAL extern _Atomic int fault_on;
@@ -76,9 +76,5 @@ int fault_conn_dropped(const transport_conn_t *c);
 
 /* kill:R:save / save_kill:R: 1 if `rank` must die now, mid-checkpoint. */
 int fault_save_kill(int rank);
-
-/* tcp: shut the connection's socket down (both ends see it end). In
- * transport/tcp.c. */
-void tcp_fault_drop(transport_conn_t *c);
 
 #endif /* SHARC_FAULT_H */

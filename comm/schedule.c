@@ -173,6 +173,13 @@ const char *sched_coll_name(sched_coll_t coll) {
   return (unsigned)coll < SCHED_COLL_COUNT ? coll_names[coll] : "?";
 }
 
+const char *sched_coll_fn(sched_coll_t coll) {
+  static const char *const fn[SCHED_COLL_COUNT] = {
+      "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
+      "sharc_broadcast", "sharc_barrier"};
+  return (unsigned)coll < SCHED_COLL_COUNT ? fn[coll] : "sharc_?";
+}
+
 int sched_algo_supports(sched_algo_t algo, sched_coll_t coll) {
   return (unsigned)algo < SCHED_ALGO_COUNT &&
          (unsigned)coll < SCHED_COLL_COUNT && generators[algo][coll] != NULL;

@@ -122,6 +122,8 @@ sharc_status_t sched_build(sched_algo_t algo, const sched_args_t *args,
                            sched_t *s);
 const char *sched_algo_name(sched_algo_t algo);
 const char *sched_coll_name(sched_coll_t coll);
+/* The public function that runs coll ("sharc_all_gather"), for messages. */
+const char *sched_coll_fn(sched_coll_t coll);
 /* Whether algo implements coll. */
 int sched_algo_supports(sched_algo_t algo, sched_coll_t coll);
 

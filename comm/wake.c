@@ -109,11 +109,6 @@ void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
   WARN(SUB_COMM, "%s (%s)", why, sharc_status_name(st));
   if (st != SHARC_ERR_ABORTED || failed_rank != comm->rank)
     rec_dump(comm, "after this failure");
-  if (comm->shm && transport_shm.notify_abort)
-    transport_shm.notify_abort(comm, failed_rank, st);
-  if (comm->tcp && transport_tcp.notify_abort)
-    transport_tcp.notify_abort(comm, failed_rank, st);
-  if (comm->ib && transport_ib.notify_abort)
-    transport_ib.notify_abort(comm, failed_rank, st);
+  transport_notify_abort_all(comm, failed_rank, st);
   comm_wake(comm);
 }

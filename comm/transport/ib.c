@@ -67,7 +67,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "exec.h"
 #include "ib_verbs.h"
 #include "mem.h"
 
@@ -334,7 +333,7 @@ static int ib_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   p->zc.active = 1;
   p->zc.start = start;
   p->zc.data_end = start + bytes;
-  p->zc.end = start + exec_wire_bytes(bytes);
+  p->zc.end = start + transport_wire_bytes(bytes);
   p->zc.src = src;
   p->zc.reg = e;
   atomic_store(&p->tx_head, p->zc.end);
@@ -592,7 +591,7 @@ static void gpu_note(void) {
 }
 
 static sharc_status_t ib_setup(struct sharc_comm *comm) {
-  if (comm->ib)
+  if (comm->tp_state[TRANSPORT_IB])
     return SHARC_OK;
   if (comm->listen_fd < 0)
     return comm_error(comm, SHARC_ERR_INTERNAL,
@@ -647,11 +646,12 @@ static sharc_status_t ib_setup(struct sharc_comm *comm) {
                    comm->nranks);
     goto fail;
   }
-  /* Published before the thread starts: its comm_fail reads comm->ib. */
-  comm->ib = st;
+  /* Published before the thread starts: its comm_fail reads
+   * comm->tp_state[TRANSPORT_IB]. */
+  comm->tp_state[TRANSPORT_IB] = st;
   int e = pthread_create(&st->thread, NULL, progress_main, st);
   if (e) {
-    comm->ib = NULL;
+    comm->tp_state[TRANSPORT_IB] = NULL;
     s = comm_error(comm, SHARC_ERR_SYSTEM,
                    "ib: cannot start the progress thread: %s", strerror(e));
     goto fail;
@@ -676,7 +676,7 @@ fail:
 static sharc_status_t ib_connect(struct sharc_comm *comm, int peer, int chan,
                                  int is_send, uint64_t deadline_ns,
                                  transport_conn_t **conn) {
-  struct ib_state *st = comm->ib;
+  struct ib_state *st = comm->tp_state[TRANSPORT_IB];
   CHECK(comm_check_connect(comm, "ib", st, peer, chan, st ? st->nchan : 0));
   CHECK(ibc_connect(st->ctrl, peer, deadline_ns));
   sharc_status_t s;
@@ -747,8 +747,9 @@ static sharc_status_t ib_check(transport_conn_t *c) {
 
 static void ib_notify_abort(struct sharc_comm *comm, int failed_rank,
                             sharc_status_t s) {
-  if (comm->ib)
-    ibc_abort_all(comm->ib->ctrl, failed_rank, s);
+  struct ib_state *st = comm->tp_state[TRANSPORT_IB];
+  if (st)
+    ibc_abort_all(st->ctrl, failed_rank, s);
 }
 
 /* Every committed byte written and completed (or its peer gone). */
@@ -768,7 +769,7 @@ static int tx_flushed(struct ib_state *st) {
 }
 
 static void ib_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
-  struct ib_state *st = comm->ib;
+  struct ib_state *st = comm->tp_state[TRANSPORT_IB];
   if (!st)
     return;
   for (;;) { /* after a failure nobody waits for our bytes */
@@ -786,12 +787,12 @@ static void ib_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
   atomic_store(&st->stop, 1);
   kick(st);
   pthread_join(st->thread, NULL);
-  comm->ib = NULL;
+  comm->tp_state[TRANSPORT_IB] = NULL;
   state_free(st);
 }
 
 sharc_status_t ib_stats(struct sharc_comm *comm, ib_stats_t *out) {
-  struct ib_state *st = comm->ib;
+  struct ib_state *st = comm->tp_state[TRANSPORT_IB];
   if (!st)
     return SHARC_ERR_INVALID_ARG;
   memset(out, 0, sizeof *out);
@@ -813,6 +814,8 @@ sharc_status_t ib_stats(struct sharc_comm *comm, ib_stats_t *out) {
 
 const transport_t transport_ib = {
     .name = "ib",
+    .id = TRANSPORT_IB,
+    .scope = TRANSPORT_NET,
     .setup = ib_setup,
     .connect = ib_connect,
     .send_space = ib_send_space,

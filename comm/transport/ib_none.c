@@ -43,6 +43,8 @@ sharc_status_t ib_stats(struct sharc_comm *comm, ib_stats_t *out) {
 
 const transport_t transport_ib = {
     .name = "ib",
+    .id = TRANSPORT_IB,
+    .scope = TRANSPORT_NET,
     .setup = ib_setup,
     .connect = ib_connect,
     .send_space = ib_no_space,

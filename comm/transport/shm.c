@@ -39,7 +39,6 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "exec.h"
 #include "fault.h"
 #include "mem.h"
 
@@ -244,7 +243,7 @@ static void import_notice(struct sharc_comm *comm, shm_header_t *h) {
  * waiting for a segment that will never come. With mark (teardown), a dead
  * peer's segment this rank never mapped counts as seen by it now. */
 static void reap_peer(struct sharc_comm *comm, int local, int mark) {
-  struct shm_state *s = comm->shm;
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   char path[96];
   seg_path(path, sizeof path, comm, comm->local_ranks[local]);
   int fd = s->segs[local].fd;
@@ -273,7 +272,7 @@ static void reap_peer(struct sharc_comm *comm, int local, int mark) {
  * told us why, or kept the reason in its own header: that is the failure
  * to report; else its death is. */
 static void peer_lost(struct sharc_comm *comm, int local) {
-  struct shm_state *s = comm->shm;
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   int r = comm->local_ranks[local];
   import_notice(comm, seg_hdr(s, s->me));
   import_notice(comm, seg_hdr(s, local));
@@ -526,7 +525,7 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
   struct shm_state *s = calloc(1, sizeof *s);
   if (!s)
     return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
-  comm->shm = s;
+  comm->tp_state[TRANSPORT_SHM] = s;
   s->nlocal = comm->local_size;
   s->me = comm->local_rank;
   s->nchan = comm->nchan;
@@ -583,7 +582,7 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
 static sharc_status_t shm_connect(struct sharc_comm *comm, int peer, int chan,
                                   int is_send, uint64_t deadline,
                                   transport_conn_t **out) {
-  struct shm_state *s = comm->shm;
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   size_t idx =
       ((size_t)peer * (size_t)s->nchan + (size_t)chan) * 2 + (is_send ? 1 : 0);
   if (!s->conns[idx]) {
@@ -643,7 +642,7 @@ static void shm_recv_release(transport_conn_t *tc, size_t bytes) {
 
 static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   shm_conn_t *c = (shm_conn_t *)tc;
-  struct shm_state *s = c->comm->shm;
+  struct shm_state *s = c->comm->tp_state[TRANSPORT_SHM];
   void *p;
   if (shm_send_space(tc, &p) < sizeof(shm_msg_t))
     return -1;
@@ -690,7 +689,7 @@ static int shm_send_done(transport_conn_t *tc) {
 /* Maps (or finds mapped) the sender's region; NULL with the comm failed. */
 static const uint8_t *map_region(shm_conn_t *c, const shm_msg_t *m) {
   struct sharc_comm *comm = c->comm;
-  struct shm_state *s = comm->shm;
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   shm_map_t *cache = &s->maps[(size_t)c->local * SHM_MAP_CACHE],
             *victim = cache;
   s->map_tick++;
@@ -817,9 +816,9 @@ static void shm_recv_done(transport_conn_t *tc) {
   comm_wake_word(c->other_wake);
 }
 
-void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
-                          uint64_t completed) {
-  struct shm_state *s = comm->shm;
+static void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
+                                 uint64_t completed) {
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (!s || !s->segs)
     return;
   shm_header_t *h = seg_hdr(s, s->me);
@@ -827,15 +826,15 @@ void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
   atomic_store_explicit(&h->completed, completed, memory_order_relaxed);
 }
 
-void shm_publish_wait(struct sharc_comm *comm, int peer) {
-  struct shm_state *s = comm->shm;
+static void shm_publish_wait(struct sharc_comm *comm, int peer) {
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (s && s->segs && s->segs[s->me].base)
     atomic_store_explicit(&seg_hdr(s, s->me)->waiting_on, peer,
                           memory_order_relaxed);
 }
 
-int shm_peer_waiting(struct sharc_comm *comm, int rank) {
-  struct shm_state *s = comm->shm;
+static int shm_peer_waiting(struct sharc_comm *comm, int rank) {
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
       s->local_of[rank] < 0 || !s->segs[s->local_of[rank]].base)
     return -2;
@@ -850,8 +849,8 @@ int shm_peer_waiting(struct sharc_comm *comm, int rank) {
   return w;
 }
 
-uint64_t shm_peer_entered(struct sharc_comm *comm, int rank) {
-  struct shm_state *s = comm->shm;
+static uint64_t shm_peer_entered(struct sharc_comm *comm, int rank) {
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
       s->local_of[rank] < 0)
     return UINT64_MAX;
@@ -859,8 +858,8 @@ uint64_t shm_peer_entered(struct sharc_comm *comm, int rank) {
                               memory_order_relaxed);
 }
 
-void shm_poll_notice(struct sharc_comm *comm) {
-  struct shm_state *s = comm->shm;
+static void shm_poll_notice(struct sharc_comm *comm) {
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (s && s->segs && s->segs[s->me].base)
     import_notice(comm, seg_hdr(s, s->me));
 }
@@ -871,7 +870,7 @@ void shm_poll_notice(struct sharc_comm *comm) {
 static sharc_status_t shm_check(transport_conn_t *tc) {
   shm_conn_t *c = (shm_conn_t *)tc;
   struct sharc_comm *comm = c->comm;
-  struct shm_state *s = comm->shm;
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   import_notice(comm, seg_hdr(s, s->me));
   /* SHARC_FAULT drop: this rank no longer sees the peer */
   if (owner_alive(s->segs[c->local].fd) &&
@@ -886,7 +885,7 @@ static sharc_status_t shm_check(transport_conn_t *tc) {
  * left (peer_lost). */
 static void shm_notify_abort(struct sharc_comm *comm, int failed_rank,
                              sharc_status_t st) {
-  struct shm_state *s = comm->shm;
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (!s || !s->segs)
     return;
   for (int i = 0; i < s->nlocal; i++) {
@@ -906,7 +905,7 @@ static void shm_notify_abort(struct sharc_comm *comm, int failed_rank,
 }
 
 static void shm_teardown(struct sharc_comm *comm, uint64_t deadline) {
-  struct shm_state *s = comm->shm;
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (!s)
     return;
   if (comm->wake != &comm->wake_private) {
@@ -943,11 +942,13 @@ static void shm_teardown(struct sharc_comm *comm, uint64_t deadline) {
   }
   free(s->local_of);
   free(s);
-  comm->shm = NULL;
+  comm->tp_state[TRANSPORT_SHM] = NULL;
 }
 
 const transport_t transport_shm = {
     .name = "shm",
+    .id = TRANSPORT_SHM,
+    .scope = TRANSPORT_LOCAL,
     .setup = shm_setup,
     .connect = shm_connect,
     .send_space = shm_send_space,
@@ -962,4 +963,9 @@ const transport_t transport_shm = {
     .check = shm_check,
     .notify_abort = shm_notify_abort,
     .teardown = shm_teardown,
+    .publish_progress = shm_publish_progress,
+    .publish_wait = shm_publish_wait,
+    .peer_entered = shm_peer_entered,
+    .peer_waiting = shm_peer_waiting,
+    .poll_notice = shm_poll_notice,
 };

@@ -33,7 +33,7 @@
  * staging costs a memcpy per byte on each side on top of the kernel's two
  * copies (bench/results/tcp_throughput.md), so large messages skip the
  * rings. The wire is the same either way (payload, then padding to
- * exec_wire_bytes), so each end picks its mode alone.
+ * transport_wire_bytes), so each end picks its mode alone.
  *
  * - Send: send_begin hands the user buffer to the progress thread, which
  *   send()s from it once the tx ring has drained (order), then the padding,
@@ -52,8 +52,8 @@
  * past the ring: it moves head and tail together over them. So every
  * message starts 64-byte aligned in the ring as in the stream, which the
  * executor relies on (it reduces whole elements from the contiguous bytes
- * recv_avail returns; exec_wire_bytes). Counting only the bytes that passed
- * through the ring was the bug that withdrew the first version of direct
+ * recv_avail returns; transport_wire_bytes). Counting only the bytes that
+ * passed through the ring was the bug that withdrew the first version of direct
  * receives: after a direct message that began in the ring, a later staged
  * message could start mid-element at the ring's wrap and a reduction wait
  * forever for a whole element (tcp_throughput.md, section 7).
@@ -72,7 +72,6 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "exec.h"
 #include "fault.h"
 #include "net.h"
 #include "tcp_impl.h"
@@ -130,7 +129,7 @@ static int tcp_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
     return -1; /* staged bytes of earlier messages go first */
   p->tx_src = src;
   p->tx_bytes = bytes;
-  p->tx_wire = exec_wire_bytes(bytes);
+  p->tx_wire = transport_wire_bytes(bytes);
   p->tx_off = 0;
   atomic_store(&p->tx_direct, 1); /* publishes the fields above */
   if (!atomic_load(&r->armed) && !atomic_exchange(&r->armed, 1))
@@ -152,7 +151,7 @@ static int tcp_recv_begin(transport_conn_t *c, size_t bytes,
   atomic_store(&p->rx_direct, 1);
   pthread_mutex_unlock(&p->rx_lock);
   p->rx_bytes = bytes;
-  p->rx_wire = exec_wire_bytes(bytes);
+  p->rx_wire = transport_wire_bytes(bytes);
   p->rx_off = 0;
   return 2;
 }
@@ -467,7 +466,7 @@ static void ctrl_send(struct tcp_state *st, int peer, int failed_rank,
 
 static void tcp_notify_abort(struct sharc_comm *comm, int failed_rank,
                              sharc_status_t s) {
-  struct tcp_state *st = comm->tcp;
+  struct tcp_state *st = comm->tp_state[TRANSPORT_TCP];
   if (!st)
     return;
   for (int r = 0; r < comm->nranks; r++)
@@ -732,7 +731,7 @@ static void *progress_main(void *arg) {
 static void state_free(struct tcp_state *st);
 
 static sharc_status_t tcp_setup(struct sharc_comm *comm) {
-  if (comm->tcp)
+  if (comm->tp_state[TRANSPORT_TCP])
     return SHARC_OK;
   if (comm->listen_fd < 0)
     return comm_error(comm, SHARC_ERR_INTERNAL,
@@ -779,11 +778,12 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
     state_free(st);
     return comm_error(comm, SHARC_ERR_SYSTEM, "tcp: eventfd: %s", strerror(e));
   }
-  /* Published before the thread starts: its comm_fail reads comm->tcp. */
-  comm->tcp = st;
+  /* Published before the thread starts: its comm_fail reads
+   * comm->tp_state[TRANSPORT_TCP]. */
+  comm->tp_state[TRANSPORT_TCP] = st;
   int e = pthread_create(&st->thread, NULL, progress_main, st);
   if (e) {
-    comm->tcp = NULL;
+    comm->tp_state[TRANSPORT_TCP] = NULL;
     state_free(st);
     return comm_error(comm, SHARC_ERR_SYSTEM,
                       "tcp: cannot start the progress thread: %s", strerror(e));
@@ -853,7 +853,7 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
 /* SHARC_FAULT drop: shuts the pair's socket down as a broken link would,
  * so both ends see it end; this rank's sends fail at once, with an error
  * (not a clean end) to tell it from a peer that left. */
-void tcp_fault_drop(transport_conn_t *c) {
+static void tcp_fault_drop(transport_conn_t *c) {
   tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
   struct tcp_state *st = p->st;
   pthread_mutex_lock(&st->lock);
@@ -919,7 +919,7 @@ static void state_free(struct tcp_state *st) {
 }
 
 static void tcp_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
-  struct tcp_state *st = comm->tcp;
+  struct tcp_state *st = comm->tp_state[TRANSPORT_TCP];
   if (!st)
     return;
   if (st->thread_started) {
@@ -943,12 +943,14 @@ static void tcp_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
     tcp_kick(st);
     pthread_join(st->thread, NULL);
   }
-  comm->tcp = NULL;
+  comm->tp_state[TRANSPORT_TCP] = NULL;
   state_free(st);
 }
 
 const transport_t transport_tcp = {
     .name = "tcp",
+    .id = TRANSPORT_TCP,
+    .scope = TRANSPORT_NET,
     .setup = tcp_setup,
     .connect = tcp_connect,
     .send_space = tcp_send_space,
@@ -963,4 +965,5 @@ const transport_t transport_tcp = {
     .check = tcp_check,
     .notify_abort = tcp_notify_abort,
     .teardown = tcp_teardown,
+    .fault_drop = tcp_fault_drop,
 };

@@ -126,7 +126,7 @@ static sharc_status_t dial(struct tcp_state *st, int peer, uint32_t chan,
 sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
                            int is_send, uint64_t deadline_ns,
                            transport_conn_t **conn) {
-  struct tcp_state *st = comm->tcp;
+  struct tcp_state *st = comm->tp_state[TRANSPORT_TCP];
   CHECK(comm_check_connect(comm, "tcp", st, peer, chan, st ? st->nchan : 0));
   tcp_peer_t *pp = &st->peers[peer];
   pthread_mutex_lock(&st->lock);

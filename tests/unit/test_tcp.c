@@ -96,7 +96,7 @@ static void *dsender(void *arg) {
   uint64_t dl = time_ns() + 60000000000ull;
   uint8_t *buf = malloc((9u << 20) + 64);
   for (size_t i = 0; i < NDMSG && buf; i++) {
-    size_t bytes = dsizes[i % NDSIZE], wire = exec_wire_bytes(bytes);
+    size_t bytes = dsizes[i % NDSIZE], wire = transport_wire_bytes(bytes);
     stream_t s = {w->c, (uint32_t)(i * 7919 % PRIME), 0, bytes};
     pattern(&s, buf, bytes, 0);
     int r = 0;
@@ -148,7 +148,7 @@ static void *dreceiver(void *arg) {
   uint64_t dl = time_ns() + 60000000000ull;
   uint8_t *buf = malloc((9u << 20) + 64), *bounce = malloc(DSLICE);
   for (size_t i = 0; i < NDMSG && buf && bounce; i++) {
-    size_t bytes = dsizes[i % NDSIZE], wire = exec_wire_bytes(bytes);
+    size_t bytes = dsizes[i % NDSIZE], wire = transport_wire_bytes(bytes);
     stream_t s = {w->c, (uint32_t)(i * 7919 % PRIME), 0, bytes};
     const void *direct = NULL;
     if (i % 4 == 0)
@@ -324,11 +324,11 @@ static void *psender(void *arg) {
       goto fail;
     usleep(1000);
   }
-  if (!put(x, &s, PART, exec_wire_bytes(BIG), dl))
+  if (!put(x, &s, PART, transport_wire_bytes(BIG), dl))
     goto fail;
   for (size_t i = 0; i < NSTAGED; i++) {
     stream_t t = {x->tx.c, (uint32_t)(i * 7919 % PRIME), 0, staged_bytes(i)};
-    if (!put(x, &t, 0, exec_wire_bytes(t.total), dl))
+    if (!put(x, &t, 0, transport_wire_bytes(t.total), dl))
       goto fail;
   }
   x->tx.ok = 1;
@@ -342,7 +342,7 @@ fail:
  * the contiguous bytes recv_avail gives, waiting while less than one is
  * there. An element split at the ring's wrap never becomes whole. */
 static int read_elements(dworker_t *w, size_t i, uint64_t dl) {
-  size_t bytes = staged_bytes(i), wire = exec_wire_bytes(bytes);
+  size_t bytes = staged_bytes(i), wire = transport_wire_bytes(bytes);
   stream_t t = {w->c, (uint32_t)(i * 7919 % PRIME), 0, bytes};
   uint64_t stuck = time_ns() + 5000000000ull;
   for (size_t done = 0; done < wire;) {

@@ -1,0 +1,159 @@
+/*
+ * transport.h - the one interface every transport implements: shm (same
+ * host), tcp and ib (between hosts), and the registry that the rest of
+ * comm/ reaches them through. No file outside comm/transport/ names a
+ * transport: selection, setup, teardown, abort notices, the peer boards
+ * and fault injection loop over the registry (transport.c) or go through
+ * the vtable of the connection at hand (tests/layers checks this).
+ *
+ * Data moves through FIFOs: one per (sender, receiver, channel). The sender
+ * asks for contiguous space, writes into it, and commits; the receiver asks
+ * for contiguous available bytes, reads (copies or reduces) them, and
+ * releases. Bytes arrive in order; message boundaries are implied by the
+ * schedule, so the FIFO carries raw bytes. Whenever a transport makes
+ * something available to this rank (data arrived, space freed, a peer
+ * failed) it calls comm_wake(comm) so a blocked executor re-polls.
+ */
+#ifndef SHARC_TRANSPORT_H
+#define SHARC_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+
+struct sharc_comm;
+struct transport;
+
+/* The registry, in selection order; also each transport's slot in
+ * comm->tp_state. */
+typedef enum {
+  TRANSPORT_SHM,
+  TRANSPORT_TCP,
+  TRANSPORT_IB,
+  TRANSPORT_COUNT
+} transport_id_t;
+
+/* Where a transport carries data. */
+typedef enum { TRANSPORT_LOCAL, TRANSPORT_NET } transport_scope_t;
+
+/* Common head of every transport's connection struct. */
+typedef struct transport_conn {
+  const struct transport *tp;
+  int peer;    /* comm rank */
+  int chan;    /* channel */
+  int is_send; /* 1: this rank writes, peer reads */
+} transport_conn_t;
+
+typedef struct transport {
+  const char *name;
+  transport_id_t id;
+  transport_scope_t scope;
+  /* Per-communicator setup once the rank table is known, collective over
+   * the ranks for which comm->tp[peer] is this transport (shm: create and
+   * map segments; tcp: start the progress thread on comm->listen_fd). */
+  sharc_status_t (*setup)(struct sharc_comm *comm);
+  /* Returns the (cached) connection to peer on chan, establishing it on
+   * first use; may block until the deadline. */
+  sharc_status_t (*connect)(struct sharc_comm *comm, int peer, int chan,
+                            int is_send, uint64_t deadline_ns,
+                            transport_conn_t **conn);
+  /* Contiguous free bytes to write at *ptr (0: full). Never blocks. */
+  size_t (*send_space)(transport_conn_t *c, void **ptr);
+  void (*send_commit)(transport_conn_t *c, size_t bytes);
+  /* Contiguous readable bytes at *ptr (0: none yet). Never blocks. */
+  size_t (*recv_avail)(transport_conn_t *c, const void **ptr);
+  void (*recv_release)(transport_conn_t *c, size_t bytes);
+  /* Optional message framing with in-place reads (shm; NULL elsewhere).
+   * send_begin starts a SEND of `bytes` from src: returns 1 if the peer will
+   * read src in place (the op completes when send_done says so), 0 if the
+   * bytes follow inline through send_space/commit, -1 if there is no room
+   * for the header yet (call again). recv_begin starts a RECV of `bytes`:
+   * 1 with *direct pointing at the sender's memory (call recv_done after
+   * reading it), 2 if the bytes must be fetched with recv_copy (then
+   * recv_done), 0 if inline, -1 if the header has not arrived yet. */
+  int (*send_begin)(transport_conn_t *c, const void *src, size_t bytes);
+  int (*send_done)(transport_conn_t *c);
+  int (*recv_begin)(transport_conn_t *c, size_t bytes, const void **direct);
+  void (*recv_done)(transport_conn_t *c);
+  /* Copies n bytes at offset off of the current message into dst. */
+  sharc_status_t (*recv_copy)(transport_conn_t *c, void *dst, size_t off,
+                              size_t n);
+  /* SHARC_OK while the peer is alive and the connection healthy; else
+   * SHARC_ERR_PEER_LOST / SHARC_ERR_NET with the message recorded by
+   * err_set (naming the peer rank and host). Called when waiting; may make
+   * a system call. */
+  sharc_status_t (*check)(transport_conn_t *c);
+  /* Tells every peer reachable through this transport that the job is
+   * failing because of `failed_rank` (-1: unknown) with status st, so they
+   * fail too instead of waiting for the timeout. Best effort, non-blocking. */
+  void (*notify_abort)(struct sharc_comm *comm, int failed_rank,
+                       sharc_status_t st);
+  /* Flushes what is still in flight (bounded by the deadline) and frees
+   * everything of this comm. Safe after a failed setup, and on a comm this
+   * transport never set up. */
+  void (*teardown)(struct sharc_comm *comm, uint64_t deadline_ns);
+
+  /* Optional (NULL: not provided). The peer board: what a transport whose
+   * peers share memory with this rank can tell about them without a
+   * message, for timeout diagnostics (which collective a peer is in, whom
+   * it waits on) and failure notices left before a peer died. Each returns
+   * at once and does nothing on a comm it has no state for. */
+  /* Publishes how many collectives this rank has entered / completed. */
+  void (*publish_progress)(struct sharc_comm *comm, uint64_t entered,
+                           uint64_t completed);
+  /* Publishes the rank this rank's executor sleeps on (-1: none). */
+  void (*publish_wait)(struct sharc_comm *comm, int peer);
+  /* Collectives peer `rank` has entered; UINT64_MAX if not known. */
+  uint64_t (*peer_entered)(struct sharc_comm *comm, int rank);
+  /* The rank peer `rank` sleeps on inside the collective comm->seq (or
+   * slept on when it failed in it): -1 none (inside but not waiting), -2
+   * not known, -3 it is not inside that collective. */
+  int (*peer_waiting)(struct sharc_comm *comm, int rank);
+  /* Imports a failure notice that a peer left for this rank. */
+  void (*poll_notice)(struct sharc_comm *comm);
+  /* Optional: SHARC_FAULT drop: make c fail as a lost connection would
+   * (NULL: the transport notices through fault_conn_dropped in check). */
+  void (*fault_drop)(transport_conn_t *c);
+} transport_t;
+
+/* The transports themselves: for the registry and the transports' own unit
+ * tests; the library reaches them through the functions below. */
+SHARC_INTERNAL extern const transport_t transport_shm;
+SHARC_INTERNAL extern const transport_t transport_tcp;
+/* InfiniBand / RoCE over libibverbs (transport/ib.c); in a build without
+ * libibverbs its setup and connect fail with SHARC_ERR_UNSUPPORTED. */
+SHARC_INTERNAL extern const transport_t transport_ib;
+
+/* ---- the registry (transport.c) ---- */
+
+/* The transport for peers on this host (and for this rank itself). */
+const transport_t *transport_local(void);
+/* The transport of `scope` called `name` (case-insensitive); NULL if none. */
+const transport_t *transport_find(const char *name, transport_scope_t scope);
+/* The names of the transports of `scope`, "a, b or c", written to buf (len
+ * bytes, truncated to fit) for messages; returns buf. */
+const char *transport_names(transport_scope_t scope, char *buf, size_t len);
+/* Every transport's teardown, in reverse registry order. */
+void transport_teardown_all(struct sharc_comm *comm, uint64_t deadline_ns);
+/* Every transport's notify_abort (those without state for comm skip it). */
+void transport_notify_abort_all(struct sharc_comm *comm, int failed_rank,
+                                sharc_status_t st);
+/* The peer board over every transport that has one (see above); the
+ * queries ask the transport that carries `rank`, with the "not known"
+ * answer where it has no board. */
+void transport_publish_progress(struct sharc_comm *comm, uint64_t entered,
+                                uint64_t completed);
+void transport_publish_wait(struct sharc_comm *comm, int peer);
+uint64_t transport_peer_entered(struct sharc_comm *comm, int rank);
+int transport_peer_waiting(struct sharc_comm *comm, int rank);
+void transport_poll_notice(struct sharc_comm *comm);
+
+/* Bytes an op of `bytes` occupies in a FIFO: every op starts 64-byte
+ * aligned in the stream so elements never straddle the FIFO wrap. The
+ * executor and every transport's framing count with this one rule. */
+static inline size_t transport_wire_bytes(size_t bytes) {
+  return (bytes + 63) & ~(size_t)63;
+}
+
+#endif /* SHARC_TRANSPORT_H */

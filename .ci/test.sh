@@ -31,7 +31,7 @@ fi
 # unit tests (test_kernels, test_schedule, test_devpipe: minutes under TSan, nothing to
 # find) and test_ib_mock: TSan reports races between its software HCA's
 # DMA thread (tests/unit/mock_verbs.c) and plain reads of RDMA-written words
-# in comm/transport/ib.c (credit_now, ib_ctl_flush), to be fixed in the ib
+# in comm/transport/ib/ib.c (credit_now, ib_ctl_flush), to be fixed in the ib
 # transport before it joins this list.
 # A report makes the rank exit 66, which fails its test.
 tsan_tests='^(unit\.|mp\.coll\.(shm|tcp)\.n4$|mp\.hang\.|mp\.kill\.(shm|tcp|abort\.shm|abort\.tcp)$|mp\.check\.coll\.(shm|tcp)\.n4$|mp\.fault\.|shard\.(parity-gpt|trace)$)'

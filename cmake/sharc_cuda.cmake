@@ -41,7 +41,7 @@ if(SHARC_SOFTCUDA)
   endif()
   set(CUDAToolkit_INCLUDE_DIRS ${SHARC_SOFTCUDA_INCLUDE_DIR})
   # The driver stand-in: soname libcuda.so.1, loaded by softcuda's first
-  # call, so that comm/devptr.c's cuda_in_use (dlopen RTLD_NOLOAD of
+  # call, so that comm/gpu/devptr.c's cuda_in_use (dlopen RTLD_NOLOAD of
   # libcuda.so.1) sees CUDA in use exactly when the real runtime would.
   add_library(softcuda_driver SHARED
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_driver.c)
@@ -56,7 +56,7 @@ if(SHARC_SOFTCUDA)
     ${PROJECT_SOURCE_DIR}/kernels/reduce.c)
   target_include_directories(softcuda
     PUBLIC ${SHARC_SOFTCUDA_INCLUDE_DIR}
-    PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/comm
+    PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/comm/core
             ${PROJECT_SOURCE_DIR}/kernels)
   target_compile_definitions(softcuda PRIVATE
     SOFTCUDA_DRIVER="$<TARGET_FILE:softcuda_driver>")

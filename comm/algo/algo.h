@@ -89,7 +89,7 @@ static inline void recv_reduce_split(sched_t *s, int peer, int nchan,
   }
 }
 
-/* ---- simulator on given schedules (comm/schedule_sim.c) ---- */
+/* ---- simulator on given schedules (comm/algo/schedule_sim.c) ---- */
 /* The common start of the folded tree algorithms: nothing to do for count 0;
  * one rank just copies (out of place); an extra rank (r >= p, the largest
  * power of two <= n) sends its `sent` elements to r-p and receives its

@@ -121,7 +121,7 @@ typedef struct transport {
  * tests; the library reaches them through the functions below. */
 SHARC_INTERNAL extern const transport_t transport_shm;
 SHARC_INTERNAL extern const transport_t transport_tcp;
-/* InfiniBand / RoCE over libibverbs (transport/ib.c); in a build without
+/* InfiniBand / RoCE over libibverbs (transport/ib/ib.c); in a build without
  * libibverbs its setup and connect fail with SHARC_ERR_UNSUPPORTED. */
 SHARC_INTERNAL extern const transport_t transport_ib;
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_bootstrap.c - libFuzzer target for the rendezvous message parsers
- * (comm/bootstrap_wire.h): what the root accepts from any client that
+ * (comm/net/bootstrap_wire.h): what the root accepts from any client that
  * connects to its port, and what a rank accepts from the root.
  *
  * One input is the bytes of one connection. The root's side sees them the

@@ -38,10 +38,10 @@ mkdir -p "$out"
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
   "-fsanitize=fuzzer,address,undefined" -fno-sanitize-recover=undefined
   -Wall -Wextra -Wno-unused-parameter -Werror
-  -I"$root/include" -I"$root/comm" -I"$root/kernels" -I"$root/topo"
+  -I"$root/include" -I"$root/comm/core" -I"$root/comm/net" -I"$root/kernels" -I"$root/topo"
   -I"$root/shard")
-core=("$root/comm/core.c")
-boot=("$root/comm/bootstrap.c" "$root/comm/bootstrap_env.c" "$root/comm/net.c")
+core=("$root/comm/core/core.c")
+boot=("$root/comm/net/bootstrap.c" "$root/comm/net/bootstrap_env.c" "$root/comm/net/net.c")
 hwloc_flags=()
 if pkg-config --exists hwloc 2>/dev/null; then
   read -r -a hwloc_flags <<<"-DSHARC_HAVE_HWLOC $(pkg-config --cflags --libs hwloc)"

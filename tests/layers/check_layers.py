@@ -5,10 +5,10 @@ usage: check_layers.py SRC_DIR [BUILD_DIR] [--list]
 
 Reads every #include "..." of the library's sources (comm/, kernels/, topo/,
 shard/, models/, include/), resolving each as the compiler would (the
-including file's folder, then comm/, kernels/, topo/, include/), and, given
+including file's folder, then the SEARCH folders below), and, given
 BUILD_DIR, which functions each object file of the library and the models
 calls and defines (nm): a call from x.c to a function defined in y.c is an
-edge x -> y just as an include is. It checks four rules:
+edge x -> y just as an include is. It checks five rules:
 
   cycle      no two modules depend on each other, directly or around a
              longer loop (a module is a .c file with its own .h: x.c
@@ -17,13 +17,16 @@ edge x -> y just as an include is. It checks four rules:
   public     shard/ and models/ reach the library only through include/
              (sharc.h, sharc_shard.h) and their own folder's headers: the
              engine calls the public collectives, nothing below them.
-  transport  only files in comm/transport/ include a transport's own
-             headers (everything in comm/transport/ but transport.h): the
-             rest of comm/ sees transports through their interface.
-  call       (with BUILD_DIR) no file outside comm/transport/ calls a
-             function defined there but the registry's
-             (comm/transport/transport.c): transports are reached through
-             the registry and the vtable, never by name.
+  transport  only files in comm/transport/NAME/ include that transport's
+             headers: the rest of comm/ (and the other transports) see
+             transports through comm/transport/transport.h.
+  call       (with BUILD_DIR) no file outside comm/transport/NAME/ calls a
+             function defined there: transports are reached through the
+             registry (comm/transport/transport.c) and the vtable, never by
+             name.
+  layer      a file includes no header of a layer above its own (LAYERS
+             below: core, then algo/kernels/topo, net, transport, fault,
+             gpu, exec/api, launch/shard, models).
 
 Violations the code still has are listed beside this script, one per
 line, in baseline.txt (with BUILD_DIR, for a build with CUDA and
@@ -41,8 +44,17 @@ import subprocess
 import sys
 
 DIRS = ("comm", "kernels", "topo", "shard", "models", "include")
-SEARCH = ("comm", "kernels", "topo", "include")
+SEARCH = ("comm/core", "comm/algo", "comm/net", "comm/transport",
+          "comm/transport/shm", "comm/transport/tcp", "comm/transport/ib",
+          "comm/fault", "comm/exec", "comm/gpu", "comm/api", "kernels", "topo",
+          "include")
+# The layers, bottom (0) to top: a file may include headers of its own
+# layer and of layers below it. include/ (the public API) is open to all.
+LAYERS = (("comm/core",), ("comm/algo", "kernels", "topo"), ("comm/net",),
+          ("comm/transport",), ("comm/fault",), ("comm/gpu",),
+          ("comm/exec", "comm/api"), ("comm/launch", "shard"), ("models",))
 EXTS = (".c", ".h", ".cu", ".cpp")
+REGISTRY = os.path.join("comm", "transport", "transport.c")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
@@ -61,6 +73,23 @@ def resolve(src, frm, inc):
         if os.path.isfile(os.path.join(src, p)):
             return p
     return None  # a system or generated header
+
+
+def layer(path):
+    """Index of path's layer in LAYERS; None for include/ and the rest."""
+    for i, group in enumerate(LAYERS):
+        for d in group:
+            if path.startswith(d + os.sep):
+                return i
+    return None
+
+
+def transport_of(path):
+    """The transport folder (comm/transport/NAME) path lies in, or None."""
+    parts = path.split(os.sep)
+    if len(parts) > 3 and parts[:2] == ["comm", "transport"]:
+        return os.sep.join(parts[:3])
+    return None
 
 
 def module(path):
@@ -146,14 +175,12 @@ def call_edges(build):
 
 def violations(src, build=None):
     edges, found = {}, set()
-    tdir = os.path.join("comm", "transport") + os.sep
-    iface = os.path.join(tdir, "transport.h")
     if build:
         for frm, to in call_edges(build):
             if module(frm) != module(to):
                 edges.setdefault(module(frm), set()).add(module(to))
-            if (to.startswith(tdir) and not frm.startswith(tdir) and
-                    module(to) != module(iface)):
+            if (transport_of(to) and transport_of(to) != transport_of(frm)
+                    and frm != REGISTRY):
                 found.add(f"call {frm} -> {to}")
     for f in sources(src):
         with open(os.path.join(src, f), errors="replace") as fh:
@@ -169,9 +196,11 @@ def violations(src, build=None):
                     to.startswith("include" + os.sep) or
                     os.path.dirname(to) == os.path.dirname(f)):
                 found.add(f"public {f} -> {to}")
-            if (to.startswith(tdir) and not f.startswith(tdir) and
-                    to != iface):
+            if transport_of(to) and transport_of(to) != transport_of(f):
                 found.add(f"transport {f} -> {to}")
+            lf, lt = layer(f), layer(to)
+            if lf is not None and lt is not None and lt > lf:
+                found.add(f"layer {f} -> {to}")
     for comp in cycles(edges):
         found.add("cycle " + " ".join(comp))
     return found

@@ -1,5 +1,5 @@
 /*
- * fault_rank.c - the program under SHARC_FAULT (comm/fault.h) in the fault
+ * fault_rank.c - the program under SHARC_FAULT (comm/fault/fault.h) in the fault
  * tests: every rank runs the same loop of collectives and says how it
  * ended; fault_test.sh sets the fault and checks what each rank printed.
  *

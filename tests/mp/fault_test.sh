@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fault_test.sh - failures injected with SHARC_FAULT (comm/fault.h) into 4
+# fault_test.sh - failures injected with SHARC_FAULT (comm/fault/fault.h) into 4
 # ranks running fault_rank (1 MiB f32 ring all_reduce, 20 calls); checks
 # what every rank printed, how it exited and how long it took.
 #

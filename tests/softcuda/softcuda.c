@@ -1,6 +1,6 @@
 /*
  * softcuda.c - a CUDA runtime made of host memory and threads, for running
- * sharc's GPU data path (comm/devstream.c, comm/devipc.c) and the gpu tests
+ * sharc's GPU data path (comm/gpu/devstream.c, comm/gpu/devipc.c) and the gpu tests
  * on machines without a GPU (cmake -DSHARC_SOFTCUDA=ON; the precedent is
  * tests/unit/mock_verbs.c, a software HCA for the ib transport).
  *

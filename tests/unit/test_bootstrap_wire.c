@@ -1,5 +1,5 @@
 /*
- * test_bootstrap_wire.c - the rendezvous parsers (comm/bootstrap_wire.h) on
+ * test_bootstrap_wire.c - the rendezvous parsers (comm/net/bootstrap_wire.h) on
  * the messages a stray, broken or foreign client sends: each is dropped or
  * rejected with a reason at the first byte that gives it away, and a valid
  * hello is accepted only when complete. Also the rank's side: answer

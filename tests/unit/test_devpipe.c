@@ -1,5 +1,5 @@
 /*
- * test_devpipe.c - the pipelined staged path's plans (comm/devpipe.h) for
+ * test_devpipe.c - the pipelined staged path's plans (comm/gpu/devpipe.h) for
  * every algorithm x collective x rank count x in place x which buffers are
  * device memory x group sizes, checked byte by byte against the schedule:
  *

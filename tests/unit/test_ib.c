@@ -23,7 +23,7 @@
  * both ways) and no verbs object may be left, and two failures are
  * injected: a write whose retries run out, and a port going down.
  */
-#include "transport/ib.h"
+#include "ib.h"
 #include "unit/expect.h"
 #include "unit/transport_contract.h"
 

@@ -8,7 +8,7 @@
  */
 #include <sys/eventfd.h>
 
-#include "transport/ib.h"
+#include "ib.h"
 #include "unit/expect.h"
 #include "unit/transport_contract.h"
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "transport/ib.h"
+#include "ib.h"
 #include "unit/expect.h"
 
 /* ---- SHARC_IB_HCA ---------------------------------------------------------

@@ -1,6 +1,6 @@
 /*
  * test_net_pend.c - the accepted connections that wait for their hello
- * (comm/net.h net_pend_*, shared by the tcp and ib transports): accepting
+ * (comm/net/net.h net_pend_*, shared by the tcp and ib transports): accepting
  * until none waits or the array is full, a hello read in pieces, a peer
  * that closes before its hello, an overdue hello dropped while the others
  * keep their order.

@@ -1,6 +1,6 @@
 /*
  * test_schedule.c - proves every algorithm schedule correct in the
- * simulator (comm/schedule_sim.c) over rank counts 1..64, counts including
+ * simulator (comm/algo/schedule_sim.c) over rank counts 1..64, counts including
  * 0 and counts no rank/chunk count divides, in and out of place, 1 and 2
  * channels, every dtype and op; checks that the simulator rejects broken
  * schedules (FIFO size mismatch, deadlock, hazard, wrong result, forbidden
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "algo/algo.h"
+#include "algo.h"
 #include "core.h"
 #include "place.h"
 #include "schedule.h"

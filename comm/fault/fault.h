@@ -43,7 +43,7 @@
 #include <stddef.h>
 
 #include "core.h"
-#include "transport/transport.h"
+#include "transport.h"
 
 /* Nonzero when some fault targets this process (set once by fault_init). */
 SHARC_INTERNAL extern _Atomic int fault_on;

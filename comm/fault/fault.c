@@ -198,7 +198,7 @@ static int parse_spec(const char *spec, fault_t *out, int *n, char *why,
 static const char *help =
     "use kill:R:send|recv[:B], kill:R:save, save_kill:R, "
     "drop:R:send|recv[:B], delay:R:MS[:B], corrupt:R:payload|header[:B] "
-    "(comma-separated; see comm/fault.h)";
+    "(comma-separated; see comm/fault/fault.h)";
 
 static void init_fn(void) {
   const char *spec = param_str(PARAM_FAULT);

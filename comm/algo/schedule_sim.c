@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/algo.h"
+#include "algo.h"
 #include "core.h"
 #include "reduce.h"
 

@@ -13,7 +13,7 @@
 #include "core.h"
 #include "recorder.h"
 #include "schedule.h"
-#include "transport/transport.h"
+#include "transport.h"
 
 /* Per-rank wake-up word: a blocked executor sleeps on `doorbell` with a
  * futex; anyone who makes progress possible bumps it and, if `sleeping`,

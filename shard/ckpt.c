@@ -201,7 +201,7 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
         n = U->lay.numel;
       }
       if (fd >= 0 && st == SHARC_OK) {
-        /* SHARC_FAULT=save_kill:R (comm/fault.h): rank R dies half-way
+        /* SHARC_FAULT=save_kill:R (comm/fault/fault.h): rank R dies half-way
          * through its file, to test the atomicity of saves */
         if (u == e->model->nunits / 2 && fault_enabled() &&
             fault_save_kill(e->world_rank))

@@ -137,7 +137,7 @@ const char *err_last(void);
     "staged path: the copies between device and staging go in pieces of at "   \
     "least this many bytes, each just before the round that needs it or "      \
     "just after the round that wrote it last, overlapping the transfers "      \
-    "(comm/gpu/devpipe.h); 0: one copy each way around the whole collective")      \
+    "(comm/gpu/devpipe.h); 0: one copy each way around the whole collective")  \
   X(IB_HCA, "SHARC_IB_HCA", "",                                                \
     "RDMA devices/ports to use, NCCL_IB_HCA syntax: mlx5_0:1,mlx5_1 "          \
     "(prefixes), =name (exact), ^name (exclude); empty: the active port "      \
@@ -191,7 +191,8 @@ const char *err_last(void);
     "the ranks, instead of hanging or corrupting; costs one small exchange")   \
   X(FAULT, "SHARC_FAULT", "",                                                  \
     "TESTS ONLY: inject faults, e.g. kill:2:send:1M, drop:1:send, "            \
-    "delay:1:500, corrupt:1:header, save_kill:2 (comm/fault/fault.h); unset in "     \
+    "delay:1:500, corrupt:1:header, save_kill:2 (comm/fault/fault.h); unset "  \
+    "in "                                                                      \
     "production")                                                              \
   X(DEBUG, "SHARC_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE")      \
   X(DEBUG_SUBSYS, "SHARC_DEBUG_SUBSYS", "ALL",                                 \

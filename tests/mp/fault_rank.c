@@ -1,6 +1,6 @@
 /*
- * fault_rank.c - the program under SHARC_FAULT (comm/fault/fault.h) in the fault
- * tests: every rank runs the same loop of collectives and says how it
+ * fault_rank.c - the program under SHARC_FAULT (comm/fault/fault.h) in the
+ * fault tests: every rank runs the same loop of collectives and says how it
  * ended; fault_test.sh sets the fault and checks what each rank printed.
  *
  *   sharcrun -n N fault_rank [--coll C] [--calls I] [--count E] [--linger S]

@@ -1,7 +1,7 @@
 /*
  * softcuda.c - a CUDA runtime made of host memory and threads, for running
- * sharc's GPU data path (comm/gpu/devstream.c, comm/gpu/devipc.c) and the gpu tests
- * on machines without a GPU (cmake -DSHARC_SOFTCUDA=ON; the precedent is
+ * sharc's GPU data path (comm/gpu/devstream.c, comm/gpu/devipc.c) and the gpu
+ * tests on machines without a GPU (cmake -DSHARC_SOFTCUDA=ON; the precedent is
  * tests/unit/mock_verbs.c, a software HCA for the ib transport).
  *
  * It implements exactly the subset of the runtime API that sharc, its tests

@@ -1,7 +1,8 @@
 /*
  * transport_contract.h - what every network transport must do, as tests
- * that take the transport (comm/transport/transport.h) as a parameter. test_tcp.c
- * runs them on tcp, test_ib.c on ib; each adds its own specific tests.
+ * that take the transport (comm/transport/transport.h) as a parameter.
+ * test_tcp.c runs them on tcp, test_ib.c on ib; each adds its own specific
+ * tests.
  *
  * The ranks are fake communicators in one process, each with a data
  * listener on 127.0.0.1 and host name "host<rank>":

@@ -8,7 +8,8 @@
 # Each rank sends 1.5 MiB per call, so a fault at 20 MiB fires in call 13
 # (of 0..19) on every run. CASE:
 #   kill            kill:2:send:20M: sharcrun reports rank 2 killed by signal
-#                   9; every survivor fails in call 13 with
+#                   9; every survivor fails in call 13 (over tcp 12 or 13:
+#                   the end of call 12 may die in rank 2's send ring) with
 #                   SHARC_ERR_PEER_LOST naming rank 2, on its own, within 3 s
 #                   of the kill, and prints its flight recorder
 #   kill-recv       kill:2:recv:20M: the same, counting received bytes
@@ -103,9 +104,16 @@ kill | kill-recv)
   check $? "rank 2 did not log its SHARC_FAULT kill"
   for r in 0 1 3; do
     l=$(line $r)
-    echo "$l" | grep -q "status SHARC_ERR_PEER_LOST after $hit all_reduce calls" &&
+    # A send completes once its bytes are in the transport's buffers: over
+    # tcp rank 2 may finish call hit-1 and die in call hit while the end
+    # of hit-1 still sits in its process's send ring, lost with it. Rank 3,
+    # which reads rank 2's bytes, then rightly fails in call hit-1 (seen
+    # under load: 2 of 30 runs), and so may a rank that waits on rank 3.
+    calls_re=$hit
+    [ "$transport" = tcp ] && calls_re="($((hit - 1))|$hit)"
+    echo "$l" | grep -Eq "status SHARC_ERR_PEER_LOST after $calls_re all_reduce calls" &&
       names "$l" 2
-    check $? "rank $r: wanted SHARC_ERR_PEER_LOST in call $hit naming rank 2: $l"
+    check $? "rank $r: wanted SHARC_ERR_PEER_LOST in call $calls_re naming rank 2: $l"
     exited3 $r
     check $? "rank $r did not exit on its own with status 3"
     recorder $r

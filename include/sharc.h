@@ -101,6 +101,18 @@ SHARC_API const char *sharc_status_string(sharc_status_t st);
 SHARC_API size_t sharc_dtype_size(sharc_dtype_t dtype);
 SHARC_API const char *sharc_dtype_name(sharc_dtype_t dtype);
 SHARC_API const char *sharc_op_name(sharc_op_t op);
+/* Converts count elements of src, of type src_type, into dst as dst_type,
+ * on the host, rounding as the collectives do (to nearest even; NaN stays
+ * NaN, overflow goes to infinity). Types: SHARC_F32, SHARC_F16 and
+ * SHARC_BF16, any to any (the same type copies). dst and src must not
+ * overlap, unless they are the same pointer and both types have the same
+ * size. For mixed precision around the collectives (a bf16 copy of f32
+ * weights to all-gather, and back). Host memory only; blocking; thread
+ * safe. SHARC_ERR_INVALID_ARG for a NULL buffer with count > 0,
+ * SHARC_ERR_UNSUPPORTED for another type. */
+SHARC_API sharc_status_t sharc_convert(void *dst, sharc_dtype_t dst_type,
+                                       const void *src, sharc_dtype_t src_type,
+                                       size_t count);
 /* "0.1.0" */
 SHARC_API const char *sharc_version(void);
 

@@ -249,6 +249,18 @@ SHARC_API sharc_status_t sharc_shard_unit_params(sharc_shard_t e, int unit,
 SHARC_API sharc_status_t sharc_shard_unit_numel(sharc_shard_t e, int unit,
                                                 size_t *numel, size_t *slice);
 
+/* Elements of one parameter tensor (the product of its shape); 0 when the
+ * spec is malformed (ndim out of 1..SHARC_TENSOR_MAX_DIMS, a zero
+ * dimension, overflow). */
+SHARC_API size_t sharc_param_numel(const sharc_param_spec_t *p);
+/* The value the engine initialises element i of tensor `tensor` of unit
+ * `unit` with, for `seed`: a pure function of these and the tensor's init
+ * kind and scale, the same at every world size and strategy, so a
+ * one-process reference starts from the engine's weights. Thread safe. */
+SHARC_API float sharc_param_init_value(const sharc_param_spec_t *p,
+                                       uint64_t seed, int unit, int tensor,
+                                       size_t i);
+
 /* ---- checkpoints -------------------------------------------------------- */
 
 typedef enum {

@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../shard/layout.h"
-
 int drive_init(drive_t *d, const sharc_model_t *m, uint64_t seed) {
   memset(d, 0, sizeof *d);
   d->m = m;
@@ -18,21 +16,36 @@ int drive_init(drive_t *d, const sharc_model_t *m, uint64_t seed) {
   if (!d->params || !d->grads || !d->numel)
     goto fail;
   for (int u = 0; u < m->nunits; u++) {
-    layout_t l;
-    char err[256];
-    if (layout_unit(&m->units[u], 1, &l, err, sizeof err) != 0) {
-      fprintf(stderr, "drive: %s\n", err);
+    const sharc_unit_spec_t *U = &m->units[u];
+    if (U->nparams < 1 || U->nparams > SHARC_UNIT_MAX_PARAMS) {
+      fprintf(stderr, "drive: unit %d ('%s') has %d parameter tensors; 1..%d\n",
+              u, U->name ? U->name : "?", U->nparams, SHARC_UNIT_MAX_PARAMS);
       goto fail;
     }
-    d->numel[u] = l.numel;
-    d->params[u] = malloc(l.numel * sizeof(float));
-    d->grads[u] = calloc(l.numel, sizeof(float));
+    size_t total = 0;
+    for (int k = 0; k < U->nparams; k++) {
+      size_t c = sharc_param_numel(&U->params[k]);
+      if (c == 0) {
+        fprintf(stderr, "drive: unit %d ('%s') tensor %d has a bad shape\n", u,
+                U->name ? U->name : "?", k);
+        goto fail;
+      }
+      total += c;
+    }
+    d->numel[u] = total;
+    d->params[u] = malloc(total * sizeof(float));
+    d->grads[u] = calloc(total, sizeof(float));
     if (!d->params[u] || !d->grads[u])
       goto fail;
-    for (int k = 0; k < l.ntensors; k++)
-      for (size_t i = 0; i < l.count[k]; i++)
-        d->params[u][l.off[k] + i] =
-            layout_init_value(&m->units[u].params[k], seed, u, k, i);
+    /* tensors in declared order, no gaps: the engine's flat layout */
+    size_t off = 0;
+    for (int k = 0; k < U->nparams; k++) {
+      size_t c = sharc_param_numel(&U->params[k]);
+      for (size_t i = 0; i < c; i++)
+        d->params[u][off + i] =
+            sharc_param_init_value(&U->params[k], seed, u, k, i);
+      off += c;
+    }
   }
   return 0;
 fail:
@@ -61,10 +74,8 @@ void drive_zero_grads(drive_t *d) {
 
 float *drive_tensor(drive_t *d, int u, int k, int grad) {
   size_t off = 0;
-  for (int j = 0; j < k; j++) {
-    int ok;
-    off += layout_tensor_numel(&d->m->units[u].params[j], &ok);
-  }
+  for (int j = 0; j < k; j++)
+    off += sharc_param_numel(&d->m->units[u].params[j]);
   return (grad ? d->grads[u] : d->params[u]) + off;
 }
 

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../shard/layout.h"
-
 int text_load(const char *path, text_t *t, char *err, size_t errlen) {
   memset(t, 0, sizeof *t);
   FILE *f = fopen(path, "rb");
@@ -84,6 +82,15 @@ uint64_t text_windows(const text_t *t, int T) {
   return (uint64_t)(t->len - (size_t)T);
 }
 
+/* splitmix64's finaliser: a window's start is a hash of the seed and the
+ * sample's global index, so every world size reads the same windows. */
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 void text_window(const text_t *t, int T, uint64_t seed, uint64_t global_index,
                  int32_t *x, int32_t *y) {
   if (T < 1)
@@ -93,7 +100,7 @@ void text_window(const text_t *t, int T, uint64_t seed, uint64_t global_index,
     memset(y, 0, (size_t)T * sizeof *y);
     return;
   }
-  uint64_t h = layout_mix(layout_mix(seed) + global_index);
+  uint64_t h = mix(mix(seed) + global_index);
   uint64_t starts = text_windows(t, T);
   size_t at = (size_t)(h % (starts ? starts : t->len));
   for (int i = 0; i < T; i++) {

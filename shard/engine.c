@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "engine.h"
-#include "reduce.h"
 
 /* ---- configuration ---------------------------------------------------- */
 
@@ -161,12 +160,13 @@ sharc_status_t eng_gather(struct sharc_shard *e, int u) {
   const void *src = U->master;
   if (e->cfg.param_dtype != SHARC_F32) {
     /* the low-precision copy of the master slice peers gather */
-    uint16_t *lp = U->send_lp;
-    for (size_t i = 0; i < U->lay.slice; i++)
-      lp[i] = e->cfg.param_dtype == SHARC_BF16
-                  ? kernel_f32_to_bf16(U->master[i])
-                  : kernel_f32_to_f16(U->master[i]);
-    src = lp;
+    sharc_status_t cst = sharc_convert(U->send_lp, e->cfg.param_dtype,
+                                       U->master, SHARC_F32, U->lay.slice);
+    if (cst != SHARC_OK)
+      return eng_fail(e, cst, "shard: unit %d: %s parameters: %s", u,
+                      sharc_dtype_name(e->cfg.param_dtype),
+                      sharc_status_string(cst));
+    src = U->send_lp;
   }
   sharc_status_t st = trace_coll_begin(e, "all_gather", u);
   if (st == SHARC_OK)
@@ -212,11 +212,12 @@ sharc_status_t eng_ready(struct sharc_shard *e, int u) {
     if (!U->compute)
       return eng_fail(e, SHARC_ERR_NO_MEM,
                       "shard: out of memory for unit %d's f32 copy", u);
-    const uint16_t *g = U->gathered;
-    for (size_t i = 0; i < pad; i++)
-      U->compute[i] = e->cfg.param_dtype == SHARC_BF16
-                          ? kernel_bf16_to_f32(g[i])
-                          : kernel_f16_to_f32(g[i]);
+    st = sharc_convert(U->compute, SHARC_F32, U->gathered, e->cfg.param_dtype,
+                       pad);
+    if (st != SHARC_OK)
+      return eng_fail(e, st, "shard: unit %d: %s parameters to f32: %s", u,
+                      sharc_dtype_name(e->cfg.param_dtype),
+                      sharc_status_string(st));
     /* the 16-bit copy is not needed once converted */
     eng_free(e, MEM_GATHERED, U->gathered, pad * e->psize);
     U->gathered = NULL;

@@ -116,3 +116,14 @@ float layout_init_value(const sharc_param_spec_t *p, uint64_t seed, int u,
   }
   return 0.0f;
 }
+
+size_t sharc_param_numel(const sharc_param_spec_t *p) {
+  int ok = 0;
+  size_t n = p ? layout_tensor_numel(p, &ok) : 0;
+  return ok ? n : 0;
+}
+
+float sharc_param_init_value(const sharc_param_spec_t *p, uint64_t seed,
+                             int unit, int tensor, size_t i) {
+  return p ? layout_init_value(p, seed, unit, tensor, i) : 0.0f;
+}

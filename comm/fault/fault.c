@@ -351,18 +351,3 @@ void fault_header(int peer, void *hdr, size_t len, const char *what) {
        (unsigned long long)sent);
   b[0] = (uint8_t)~b[0];
 }
-
-int fault_save_kill(int rank) {
-  for (int i = 0; i < nfaults; i++) {
-    fault_t *f = &faults[i];
-    if (f->kind == F_KILL && f->point == P_SAVE && f->rank == rank &&
-        !atomic_exchange(&f->fired, 1)) {
-      WARN(SUB_ALL,
-           "SHARC_FAULT %s: rank %d raising SIGKILL half-way through its "
-           "checkpoint file at %.3f",
-           f->text, rank, wall_s());
-      return 1;
-    }
-  }
-  return 0;
-}

@@ -11,7 +11,8 @@
  *     kill:R:recv[:B]        ... before consuming received bytes once it has
  *                            received >= B bytes
  *     kill:R:save            rank R raises SIGKILL half-way through writing
- *                            its checkpoint file (shard/ckpt.c)
+ *                            its checkpoint file (validated here, carried
+ *                            out by the engine itself: shard/ckpt.c)
  *     save_kill:R            the same as kill:R:save
  *     drop:R:send[:B]        rank R drops the connection of its next send
  *     drop:R:recv[:B]        (receive) once it has sent (received) >= B
@@ -73,8 +74,5 @@ void fault_header(int peer, void *hdr, size_t len, const char *what);
 /* Whether fault injection dropped connection c (shm's check() then reports
  * the peer as gone). */
 int fault_conn_dropped(const transport_conn_t *c);
-
-/* kill:R:save / save_kill:R: 1 if `rank` must die now, mid-checkpoint. */
-int fault_save_kill(int rank);
 
 #endif /* SHARC_FAULT_H */

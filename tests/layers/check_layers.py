@@ -133,7 +133,8 @@ def cycles(edges):
 def objects(build):
     """{source path: object path} of the library and the models."""
     out = {}
-    for sub in ("CMakeFiles/sharc_obj.dir", "models/CMakeFiles/sharc_models.dir"):
+    for sub in ("CMakeFiles/sharc_obj.dir", "CMakeFiles/sharc_shard_obj.dir",
+                "models/CMakeFiles/sharc_models.dir"):
         top = os.path.join(build, sub)
         for dp, _, fs in os.walk(top):
             for f in fs:

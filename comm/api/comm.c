@@ -172,9 +172,9 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
       if (r == c->rank)
         c->local_rank = c->local_size;
       c->local_ranks[c->local_size++] = r;
-      c->tp[r] = local;
+      c->tp[r] = fault_wrap(local);
     } else {
-      c->tp[r] = net;
+      c->tp[r] = fault_wrap(net);
       need_net = 1;
     }
   }
@@ -182,7 +182,7 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
     c->local_rank = 0;
     c->local_size = 1;
     c->local_ranks[0] = c->rank;
-    c->tp[c->rank] = local;
+    c->tp[c->rank] = fault_wrap(local);
   }
   int64_t nch = param_int(PARAM_NCHANNELS);
   c->nchan = (int)SHARC_MIN(SHARC_MAX(nch, 1), 16);

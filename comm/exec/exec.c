@@ -21,7 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fault.h"
 #include "reduce.h"
 
 typedef struct {
@@ -200,8 +199,6 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
         data = SHARC_MIN(n, st->bytes - st->done);
         memcpy(p, buf_at(bufs, o->src_buf, o->src_off, esize) + st->done, data);
       }
-      if (fault_enabled() && fault_send(c, p, data, n))
-        break; /* SHARC_FAULT dropped the connection */
       c->tp->send_commit(c, n);
       st->done += n;
       moved += n;
@@ -209,8 +206,6 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
       const void *p;
       size_t n = c->tp->recv_avail(c, &p);
       n = SHARC_MIN(SHARC_MIN(n, left), slice - moved);
-      if (n && fault_enabled() && fault_recv(c, n))
-        break;
       if (st->done < st->bytes) {
         size_t data = SHARC_MIN(n, st->bytes - st->done);
         if (o->kind == SCHED_RECV_REDUCE)
@@ -397,12 +392,6 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     uint32_t seen = idle >= spin_max ? atomic_load(&comm->wake->doorbell) : 0;
     size_t moved = 0;
     int pending = 0;
-    if (fault_enabled() && *published != -1) {
-      /* A SHARC_FAULT delay stalls this rank inside a pass: say it waits on
-       * nobody while it polls, so peers' diagnosis finds it here. */
-      transport_publish_wait(comm, -1);
-      *published = -1;
-    }
     for (size_t i = 0; i < n; i++) {
       if (sts[i].done >= sts[i].wire)
         continue;

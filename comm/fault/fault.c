@@ -2,8 +2,8 @@
  * fault.c - SHARC_FAULT, fault injection for tests (syntax in fault.h).
  *
  * The spec is parsed once into a small table; fault_on is set only when a
- * fault targets this process, so on every other rank (and without the
- * variable) the hooks in the executor and the transports cost one branch.
+ * fault targets this process, and only then does fault_wrap put its layer
+ * around the transports (below), so every other rank runs them bare.
  * Byte counters and the fired flags are atomics: collectives of different
  * communicators may run on different threads at once.
  */
@@ -195,6 +195,8 @@ static int parse_spec(const char *spec, fault_t *out, int *n, char *why,
   return 0;
 }
 
+static void fault_header(int peer, void *hdr, size_t len, const char *what);
+
 static const char *help =
     "use kill:R:send|recv[:B], kill:R:save, save_kill:R, "
     "drop:R:send|recv[:B], delay:R:MS[:B], corrupt:R:payload|header[:B] "
@@ -220,6 +222,11 @@ static void init_fn(void) {
          "SHARC_FAULT=%s: fault injection is on for rank %d "
          "(tests only)",
          spec, my_rank);
+  for (int i = 0; i < nfaults; i++)
+    if (faults[i].rank == my_rank && faults[i].kind == F_CORRUPT &&
+        faults[i].point == P_HEADER)
+      atomic_store_explicit(&transport_header_hook, fault_header,
+                            memory_order_release);
   atomic_store(&fault_on, mine);
 }
 
@@ -268,10 +275,11 @@ static void die(const fault_t *f, const char *what, uint64_t moved) {
 }
 
 static void drop(const fault_t *f, transport_conn_t *c, uint64_t moved) {
+  const transport_t *in = c->tp->inner;
   WARN(SUB_ALL,
        "SHARC_FAULT %s: rank %d drops its %s connection to rank %d "
        "(channel %d, %s) after %llu bytes %s at %.3f",
-       f->text, my_rank, c->tp->name, c->peer, c->chan,
+       f->text, my_rank, in->name, c->peer, c->chan,
        c->is_send ? "sending" : "receiving", (unsigned long long)moved,
        c->is_send ? "sent" : "received", wall_s());
   for (int i = 0; i < FAULT_DROPS; i++) {
@@ -279,29 +287,41 @@ static void drop(const fault_t *f, transport_conn_t *c, uint64_t moved) {
     if (atomic_compare_exchange_strong(&dropped[i], &none, c))
       break;
   }
-  if (c->tp->fault_drop)
-    c->tp->fault_drop(c);
+  if (in->fault_drop)
+    in->fault_drop(c);
 }
 
-int fault_conn_dropped(const transport_conn_t *c) {
+static int conn_dropped(const transport_conn_t *c) {
   for (int i = 0; i < FAULT_DROPS; i++)
     if (atomic_load(&dropped[i]) == c)
       return 1;
   return 0;
 }
 
-int fault_send(transport_conn_t *c, void *p, size_t data, size_t n) {
-  if (fault_conn_dropped(c))
-    return 1;
+/* ---- the wrapping layer ----------------------------------------------------
+ * A copy of each transport's vtable whose data-path entries count the bytes
+ * and fire the faults before handing on to the transport (tp->inner);
+ * connect marks the connection framed_only, so every byte passes here. */
+
+/* The chunk send_space last handed out on this thread: the executor writes
+ * it and commits it before it asks for another. */
+static _Thread_local void *last_space;
+
+static size_t w_send_space(transport_conn_t *c, void **ptr) {
+  if (conn_dropped(c))
+    return 0;
   uint64_t sent = atomic_load(&bytes_sent);
   fault_t *f;
   if ((f = due(F_KILL, P_SEND, sent)))
     die(f, "sent", sent);
   if ((f = due(F_DROP, P_SEND, sent))) {
     drop(f, c, sent);
-    return 1;
+    return 0;
   }
   if ((f = due(F_DELAY, P_SEND, sent))) {
+    /* stalled here, this rank waits on nobody: peers that time out follow
+     * their waits to it */
+    transport_publish_wait(c->comm, -1);
     WARN(SUB_ALL,
          "SHARC_FAULT %s: rank %d sleeps %ld ms before sending to rank %d "
          "after %llu bytes sent at %.3f",
@@ -310,8 +330,16 @@ int fault_send(transport_conn_t *c, void *p, size_t data, size_t n) {
     while (nanosleep(&ts, &ts) != 0) {
     }
   }
-  if (data > 0 && (f = due(F_CORRUPT, P_PAYLOAD, sent))) {
-    uint8_t *b = p;
+  size_t n = c->tp->inner->send_space(c, ptr);
+  last_space = n ? *ptr : NULL;
+  return n;
+}
+
+static void w_send_commit(transport_conn_t *c, size_t bytes) {
+  uint64_t sent = atomic_load(&bytes_sent);
+  fault_t *f;
+  if (bytes && last_space && (f = due(F_CORRUPT, P_PAYLOAD, sent))) {
+    uint8_t *b = last_space;
     WARN(SUB_ALL,
          "SHARC_FAULT %s: rank %d flips payload byte 0x%02x -> 0x%02x of "
          "its send to rank %d after %llu bytes sent",
@@ -319,26 +347,106 @@ int fault_send(transport_conn_t *c, void *p, size_t data, size_t n) {
          (unsigned long long)sent);
     b[0] = (uint8_t)~b[0];
   }
-  atomic_fetch_add_explicit(&bytes_sent, n, memory_order_relaxed);
-  return 0;
+  last_space = NULL;
+  atomic_fetch_add_explicit(&bytes_sent, bytes, memory_order_relaxed);
+  c->tp->inner->send_commit(c, bytes);
 }
 
-int fault_recv(transport_conn_t *c, size_t n) {
-  if (fault_conn_dropped(c))
-    return 1;
+static size_t w_recv_avail(transport_conn_t *c, const void **ptr) {
+  if (conn_dropped(c))
+    return 0;
+  size_t n = c->tp->inner->recv_avail(c, ptr);
+  if (n == 0)
+    return 0;
   uint64_t got = atomic_load(&bytes_recv);
   fault_t *f;
   if ((f = due(F_KILL, P_RECV, got)))
     die(f, "received", got);
   if ((f = due(F_DROP, P_RECV, got))) {
     drop(f, c, got);
-    return 1;
+    return 0;
   }
-  atomic_fetch_add_explicit(&bytes_recv, n, memory_order_relaxed);
-  return 0;
+  return n;
 }
 
-void fault_header(int peer, void *hdr, size_t len, const char *what) {
+static void w_recv_release(transport_conn_t *c, size_t bytes) {
+  atomic_fetch_add_explicit(&bytes_recv, bytes, memory_order_relaxed);
+  c->tp->inner->recv_release(c, bytes);
+}
+
+/* A dropped connection reads as its peer lost, from this end: the executor
+ * then fails the communicator naming that peer and tells the others. */
+static sharc_status_t w_check(transport_conn_t *c) {
+  if (conn_dropped(c))
+    return err_set(SHARC_ERR_PEER_LOST,
+                   "rank %d: the %s connection (channel %d, %s) was dropped "
+                   "by SHARC_FAULT",
+                   c->peer, c->tp->inner->name, c->chan,
+                   c->is_send ? "sending" : "receiving");
+  return c->tp->inner->check(c);
+}
+
+static transport_t wrapped[TRANSPORT_COUNT];
+static pthread_once_t wrap_once = PTHREAD_ONCE_INIT;
+
+/* connect through wrapper w: the transport's connect, then the connection
+ * answers to w and shows this layer every byte */
+static sharc_status_t w_connect(const transport_t *w, struct sharc_comm *comm,
+                                int peer, int chan, int is_send,
+                                uint64_t deadline_ns, transport_conn_t **conn) {
+  sharc_status_t st =
+      w->inner->connect(comm, peer, chan, is_send, deadline_ns, conn);
+  if (st == SHARC_OK) {
+    (*conn)->tp = w;
+    (*conn)->framed_only = 1;
+    (*conn)->comm = comm;
+  }
+  return st;
+}
+
+/* One connect per registry slot: connect is given no vtable to tell which
+ * wrapper it was called through. */
+#define W_CONNECT(ID)                                                          \
+  static sharc_status_t w_connect_##ID(                                        \
+      struct sharc_comm *comm, int peer, int chan, int is_send,                \
+      uint64_t deadline_ns, transport_conn_t **conn) {                         \
+    return w_connect(&wrapped[ID], comm, peer, chan, is_send, deadline_ns,     \
+                     conn);                                                    \
+  }
+W_CONNECT(TRANSPORT_SHM)
+W_CONNECT(TRANSPORT_TCP)
+W_CONNECT(TRANSPORT_IB)
+_Static_assert(TRANSPORT_COUNT == 3, "a W_CONNECT line per transport");
+static sharc_status_t (*const w_connects[TRANSPORT_COUNT])(
+    struct sharc_comm *, int, int, int, uint64_t, transport_conn_t **) = {
+    [TRANSPORT_SHM] = w_connect_TRANSPORT_SHM,
+    [TRANSPORT_TCP] = w_connect_TRANSPORT_TCP,
+    [TRANSPORT_IB] = w_connect_TRANSPORT_IB,
+};
+
+static void wrap_fn(void) {
+  for (int i = 0; i < TRANSPORT_COUNT; i++) {
+    const transport_t *in = transport_get((transport_id_t)i);
+    transport_t *w = &wrapped[i];
+    *w = *in;
+    w->inner = in;
+    w->connect = w_connects[i];
+    w->send_space = w_send_space;
+    w->send_commit = w_send_commit;
+    w->recv_avail = w_recv_avail;
+    w->recv_release = w_recv_release;
+    w->check = w_check;
+  }
+}
+
+const transport_t *fault_wrap(const transport_t *tp) {
+  if (!fault_enabled() || !tp || tp->inner)
+    return tp;
+  pthread_once(&wrap_once, wrap_fn);
+  return &wrapped[tp->id];
+}
+
+static void fault_header(int peer, void *hdr, size_t len, const char *what) {
   uint64_t sent = atomic_load(&bytes_sent);
   fault_t *f = len ? due(F_CORRUPT, P_HEADER, sent) : NULL;
   if (!f)

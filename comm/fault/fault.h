@@ -29,13 +29,14 @@
  *   R is the rank given by the launcher (or to sharc_comm_init_rank); B is
  *   a byte count, with an optional K, M or G suffix (powers of 1024),
  *   default 0; bytes are counted over every communicator of the process.
- *   Each fault fires once. The FIFO path is covered: sends that peers read
- *   in place (sharc_mem_alloc buffers on one host) are not counted.
+ *   Each fault fires once. Every byte is covered: on a rank that a fault
+ *   targets, no transport takes a shortcut past the FIFO path (in-place
+ *   reads, direct sends), whatever the transport (shm, tcp, ib).
  *
  * The spec is parsed once, at the first communicator's creation; a
  * malformed one fails that creation with SHARC_ERR_INVALID_ARG saying what
- * is wrong. Unset, every hook costs one predictable branch on a cached flag
- * (fault_enabled()).
+ * is wrong. Where no fault targets the process nothing is wrapped, and the
+ * transports' one header hook costs a predictable branch.
  */
 #ifndef SHARC_FAULT_H
 #define SHARC_FAULT_H
@@ -58,21 +59,14 @@ static inline int fault_enabled(void) {
  * `rank`; later calls return the first call's result. Thread-safe. */
 sharc_status_t fault_init(int rank);
 
-/* Executor hooks, called only when fault_enabled(). fault_send: `data`
- * payload bytes of a `n`-byte chunk were written at p for connection c and
- * are about to be committed; fault_recv: n received bytes are about to be
- * consumed. Either may kill the process, sleep or flip a byte at p; a
- * nonzero return means "do not move this chunk" (the connection was
- * dropped): the op stalls and the transport's check() reports the loss. */
-int fault_send(transport_conn_t *c, void *p, size_t data, size_t n);
-int fault_recv(transport_conn_t *c, size_t n);
-
-/* A transport is about to send the message header at hdr (len bytes) to
- * `peer` (what: "message header", "hello"); may flip its first byte. */
-void fault_header(int peer, void *hdr, size_t len, const char *what);
-
-/* Whether fault injection dropped connection c (shm's check() then reports
- * the peer as gone). */
-int fault_conn_dropped(const transport_conn_t *c);
+/* The layer fault injection puts around a transport: tp itself when no
+ * fault targets this process, else a vtable that hands every call on to tp
+ * (tp->inner) after counting the bytes and firing the faults: kill, drop
+ * and delay before a chunk is sent or received, corrupt on the chunk
+ * written, and a dropped connection reads as its peer lost (check). Its
+ * connections are framed_only, so no byte bypasses it. Header faults reach
+ * the transports through transport_header_hook (transport.h). The
+ * communicator's setup wraps each peer's transport with it. Thread safe. */
+const transport_t *fault_wrap(const transport_t *tp);
 
 #endif /* SHARC_FAULT_H */

@@ -15,6 +15,12 @@ static const transport_t *const registry[TRANSPORT_COUNT] = {
     [TRANSPORT_IB] = &transport_ib,
 };
 
+_Atomic(transport_header_hook_t) transport_header_hook;
+
+const transport_t *transport_get(transport_id_t id) {
+  return (unsigned)id < TRANSPORT_COUNT ? registry[id] : NULL;
+}
+
 const transport_t *transport_local(void) {
   for (int i = 0; i < TRANSPORT_COUNT; i++)
     if (registry[i]->scope == TRANSPORT_LOCAL)

@@ -17,6 +17,7 @@
 #ifndef SHARC_TRANSPORT_H
 #define SHARC_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,16 +40,27 @@ typedef enum { TRANSPORT_LOCAL, TRANSPORT_NET } transport_scope_t;
 
 /* Common head of every transport's connection struct. */
 typedef struct transport_conn {
+  /* The vtable the executor calls for this connection: the transport's,
+   * or a layer wrapped around it (comm/fault/: SHARC_FAULT), which reaches
+   * the transport through tp->inner. */
   const struct transport *tp;
   int peer;    /* comm rank */
   int chan;    /* channel */
   int is_send; /* 1: this rank writes, peer reads */
+  /* 1: every byte goes through send_space/recv_avail: send_begin takes no
+   * small-message or in-place shortcut and recv_begin no direct receive
+   * (set by a wrapping layer that must see each byte; 0 otherwise). */
+  int framed_only;
+  struct sharc_comm *comm; /* set by a wrapping layer; NULL otherwise */
 } transport_conn_t;
 
 typedef struct transport {
   const char *name;
   transport_id_t id;
   transport_scope_t scope;
+  /* A wrapping layer's vtable (a copy of the transport's with some entries
+   * replaced) points at the transport it wraps; NULL in a transport's own. */
+  const struct transport *inner;
   /* Per-communicator setup once the rank table is known, collective over
    * the ranks for which comm->tp[peer] is this transport (shm: create and
    * map segments; tcp: start the progress thread on comm->listen_fd). */
@@ -112,10 +124,27 @@ typedef struct transport {
   int (*peer_waiting)(struct sharc_comm *comm, int rank);
   /* Imports a failure notice that a peer left for this rank. */
   void (*poll_notice)(struct sharc_comm *comm);
-  /* Optional: SHARC_FAULT drop: make c fail as a lost connection would
-   * (NULL: the transport notices through fault_conn_dropped in check). */
+  /* Optional: end c as a broken link would, so that the peer sees it too
+   * (tcp shuts the socket down; NULL: only this end stops using it). For
+   * fault injection (SHARC_FAULT drop). */
   void (*fault_drop)(transport_conn_t *c);
 } transport_t;
+
+/* The one point where fault injection (tests only) reaches inside a
+ * transport: a transport passes each control header it is about to send
+ * (shm's message header, tcp's connection hello) to this hook, which may
+ * corrupt it. comm/fault/ installs it when SHARC_FAULT corrupts headers on
+ * this rank; NULL otherwise (one predictable branch). */
+typedef void (*transport_header_hook_t)(int peer, void *hdr, size_t len,
+                                        const char *what);
+SHARC_INTERNAL extern _Atomic(transport_header_hook_t) transport_header_hook;
+static inline void transport_header_sent(int peer, void *hdr, size_t len,
+                                         const char *what) {
+  transport_header_hook_t h =
+      atomic_load_explicit(&transport_header_hook, memory_order_acquire);
+  if (__builtin_expect(h != NULL, 0))
+    h(peer, hdr, len, what);
+}
 
 /* The transports themselves: for the registry and the transports' own unit
  * tests; the library reaches them through the functions below. */
@@ -134,6 +163,8 @@ const transport_t *transport_find(const char *name, transport_scope_t scope);
 /* The names of the transports of `scope`, "a, b or c", written to buf (len
  * bytes, truncated to fit) for messages; returns buf. */
 const char *transport_names(transport_scope_t scope, char *buf, size_t len);
+/* The transport of registry slot id. */
+const transport_t *transport_get(transport_id_t id);
 /* Every transport's teardown, in reverse registry order. */
 void transport_teardown_all(struct sharc_comm *comm, uint64_t deadline_ns);
 /* Every transport's notify_abort (those without state for comm skip it). */

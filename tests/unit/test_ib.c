@@ -417,6 +417,8 @@ int main(void) {
 #ifdef SHARC_TEST_MOCK_VERBS
   test_failed_write();
   test_port_down();
+  contract_fault(); /* last: SHARC_FAULT is read once */
+  mock_check("the fault layer");
   mock_report_t r;
   mock_report(&r);
   EXPECT(r.writes > 0 && r.imms > 0, "nothing went over the mock wire");

@@ -472,6 +472,7 @@ int main(void) {
   direct_partial();
   contract_goodbye();
   contract_peer_lost(NCHAN + 1); /* a data socket per channel, one control */
+  contract_fault();              /* last: SHARC_FAULT is read once */
   printf("test_tcp: %d passed, %d failed (%.1f s)\n", passed, failed,
          (double)(time_ns() - t0) / 1e9);
   return failed ? 1 : 0;

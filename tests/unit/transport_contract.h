@@ -16,6 +16,10 @@
  *   contract_peer_lost a channel whose peer never connects times out at its
  *                      deadline; connect caches and refuses self; a peer
  *                      whose sockets die is reported lost, by name
+ *   contract_fault     the fault-injection layer (comm/fault/) around the
+ *                      transport: corrupt, delay and drop fire where
+ *                      SHARC_FAULT says (call it last: the spec is read
+ *                      once per process)
  * Include once, after expect.h; set `tp` before calling.
  */
 #ifndef SHARC_TEST_TRANSPORT_CONTRACT_H
@@ -30,6 +34,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "fault.h"
 #include "net.h"
 
 #define MAXR 4
@@ -431,6 +436,125 @@ CONTRACT void contract_peer_lost(int sockets) {
   EXPECT(strstr(LAST(cs[0]), "rank 1 (host host1"), "message: %s", LAST(cs[0]));
   for (int r = 0; r < 2; r++)
     free_comm(cs[r]);
+}
+
+/* ---- the fault-injection layer --------------------------------------------
+ * Rank 0 streams 4 MiB to rank 1 in 64 KiB chunks through fault_wrap(tp)
+ * under SHARC_FAULT=corrupt:0:payload:1M,delay:0:300:2M,drop:0:send:3M;
+ * rank 1 reads with the bare transport. */
+
+typedef struct {
+  struct sharc_comm *comm;
+  const transport_t *w;
+  transport_conn_t *c;
+  size_t done;       /* bytes committed */
+  sharc_status_t st; /* what check said once the chunks stopped */
+  char why[300];
+} fault_sender_t;
+
+#define FAULT_BYTES ((size_t)4 << 20)
+#define FAULT_PIECE ((size_t)64 << 10)
+
+CONTRACT void *fault_sender(void *arg) {
+  fault_sender_t *s = arg;
+  stream_t st = {s->c, 91, 0, FAULT_BYTES};
+  uint64_t end = time_ns() + 30000000000ull;
+  s->st = SHARC_OK;
+  while (st.done < FAULT_BYTES && time_ns() < end) {
+    uint32_t seen = atomic_load(&s->comm->wake->doorbell);
+    void *p;
+    size_t k = s->w->send_space(s->c, &p);
+    k = SHARC_MIN(SHARC_MIN(k, FAULT_BYTES - st.done), FAULT_PIECE);
+    if (k) {
+      pattern(&st, p, k, 0);
+      s->w->send_commit(s->c, k);
+      st.done += k;
+      continue;
+    }
+    if ((s->st = s->w->check(s->c)) != SHARC_OK) {
+      snprintf(s->why, sizeof s->why, "%s", err_last());
+      break;
+    }
+    comm_wait(s->comm, seen, 100000000ull);
+  }
+  s->done = st.done;
+  return NULL;
+}
+
+CONTRACT void contract_fault(void) {
+  setenv("SHARC_FAULT", "corrupt:0:payload:1M,delay:0:300:2M,drop:0:send:3M",
+         1);
+  EXPECT(fault_init(0) == SHARC_OK, "fault_init: %s", err_last());
+  const transport_t *w = fault_wrap(tp);
+  EXPECT(w != tp && w->inner == tp, "%s: not wrapped", tp->name);
+  struct sharc_comm *cs[2];
+  make_comms(cs, 2, 0xfa17, 0x5a);
+  for (int r = 0; r < 2; r++)
+    EXPECT(tp->setup(cs[r]) == SHARC_OK, "%s", err_last());
+  uint64_t dl = time_ns() + 10000000000ull;
+  transport_conn_t *tx = NULL, *rx = NULL;
+  EXPECT(w->connect(cs[0], 1, 0, 1, dl, &tx) == SHARC_OK, "%s", err_last());
+  EXPECT(tp->connect(cs[1], 0, 0, 0, dl, &rx) == SHARC_OK, "%s", err_last());
+  if (!tx || !rx)
+    return;
+  EXPECT(tx->tp == w && tx->framed_only, "the connection is not wrapped");
+  fault_sender_t s = {cs[0], w, tx, 0, SHARC_OK, ""};
+  pthread_t th;
+  pthread_create(&th, NULL, fault_sender, &s);
+  /* rank 1: reads what comes, until 1 s passes with nothing new */
+  size_t got = 0, flips = 0, flip_at = 0, gap_at = 0;
+  uint64_t last = time_ns(), gap = 0;
+  int bad_flip = 0;
+  while (time_ns() - last < 1000000000ull && got < FAULT_BYTES) {
+    uint32_t seen = atomic_load(&cs[1]->wake->doorbell);
+    const void *p;
+    size_t k = SHARC_MIN(tp->recv_avail(rx, &p), FAULT_BYTES - got);
+    if (k) {
+      uint64_t now = time_ns();
+      if (now - last > gap)
+        gap = now - last, gap_at = got;
+      last = now;
+      const uint8_t *b = p;
+      for (size_t i = 0; i < k; i++) {
+        uint8_t want = pat[(got + i + 91) % PRIME];
+        if (b[i] != want) {
+          if (flips++ == 0)
+            flip_at = got + i;
+          bad_flip |= ((unsigned)b[i] ^ (unsigned)want) != 0xffu;
+        }
+      }
+      tp->recv_release(rx, k);
+      got += k;
+      continue;
+    }
+    comm_wait(cs[1], seen, 100000000ull);
+  }
+  pthread_join(th, NULL);
+  const size_t mib = (size_t)1 << 20;
+  EXPECT(flips == 1 && !bad_flip && flip_at >= mib &&
+             flip_at < mib + FAULT_PIECE && flip_at % FAULT_PIECE == 0,
+         "%s: corrupt: %zu wrong bytes, the first at %zu (flipped: %d); want "
+         "one, all bits flipped, the first byte of the chunk sent at 1 MiB",
+         tp->name, flips, flip_at, !bad_flip);
+  EXPECT(gap >= 250000000ull && gap_at >= 2 * mib - FAULT_PIECE &&
+             gap_at <= 2 * mib + FAULT_PIECE,
+         "%s: delay: the longest pause, %.3f s at byte %zu; want >= 0.25 s "
+         "at 2 MiB",
+         tp->name, (double)gap / 1e9, gap_at);
+  EXPECT(s.done >= 3 * mib && s.done < 3 * mib + FAULT_PIECE && got <= s.done,
+         "%s: drop: %zu bytes sent, %zu received; want the sends to stop at "
+         "3 MiB",
+         tp->name, s.done, got);
+  EXPECT(s.st == SHARC_ERR_PEER_LOST && strstr(s.why, "rank 1") &&
+             strstr(s.why, "dropped by SHARC_FAULT"),
+         "%s: drop: check said %s: %s", tp->name, sharc_status_name(s.st),
+         s.why);
+  printf("%s: fault layer: 1 byte flipped at %zu, %.3f s pause at %zu, "
+         "dropped after %zu bytes (%zu received): %s\n",
+         tp->name, flip_at, (double)gap / 1e9, gap_at, s.done, got, s.why);
+  for (int r = 0; r < 2; r++)
+    free_comm(cs[r]);
+  unsetenv("SHARC_FAULT");
 }
 
 #endif /* SHARC_TEST_TRANSPORT_CONTRACT_H */

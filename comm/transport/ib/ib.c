@@ -306,7 +306,7 @@ static int ib_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   ib_pair_t *p = pair_of(c);
   struct ib_state *st = p->st;
   mem_ref_t ref;
-  if (!st->zcopy_min || bytes < st->zcopy_min ||
+  if (!st->zcopy_min || bytes < st->zcopy_min || c->framed_only ||
       atomic_load(&p->state) == P_FAILED || !mem_find(src, bytes, &ref))
     return 0;
   int err = 0;

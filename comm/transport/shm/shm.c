@@ -39,7 +39,6 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "fault.h"
 #include "mem.h"
 
 #define SHM_MAGIC 0x53484152434d454dull /* "SHARCMEM" */
@@ -594,7 +593,8 @@ static sharc_status_t shm_connect(struct sharc_comm *comm, int peer, int chan,
     shm_conn_t *c = calloc(1, sizeof *c);
     if (!c)
       return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
-    c->base = (transport_conn_t){&transport_shm, peer, chan, is_send};
+    c->base = (transport_conn_t){
+        .tp = &transport_shm, .peer = peer, .chan = chan, .is_send = is_send};
     c->local = pl;
     c->comm = comm;
     /* The FIFO lives in the receiver's segment, indexed by the sender. */
@@ -646,8 +646,7 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   void *p;
   if (shm_send_space(tc, &p) < sizeof(shm_msg_t))
     return -1;
-  int fault = fault_enabled(); /* SHARC_FAULT corrupt:R:header */
-  if (bytes <= SHM_SMALL_MAX && !fault) {
+  if (bytes <= SHM_SMALL_MAX && !tc->framed_only) {
     shm_msg_t sm = {.kind = SHM_MSG_SMALL, .fd = -1, .bytes = bytes};
     memcpy((uint8_t *)&sm + SHM_SMALL_OFF, src, bytes);
     memcpy(p, &sm, sizeof sm);
@@ -658,7 +657,8 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   mem_ref_t ref;
   unsigned ok =
       s->direct ? atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) : 0;
-  if ((ok & (DIRECT_MEMFD | DIRECT_CMA)) && mem_find(src, bytes, &ref)) {
+  if ((ok & (DIRECT_MEMFD | DIRECT_CMA)) && !tc->framed_only &&
+      mem_find(src, bytes, &ref)) {
     if (ref.kind == MEM_ALLOCATED && (ok & DIRECT_MEMFD)) {
       m.kind = SHM_MSG_DIRECT;
       m.fd = ref.fd;
@@ -673,8 +673,7 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   int inplace = m.kind != SHM_MSG_INLINE;
   if (inplace)
     c->direct_posted++;
-  if (fault)
-    fault_header(tc->peer, &m, sizeof m, "message header");
+  transport_header_sent(tc->peer, &m, sizeof m, "message header");
   memcpy(p, &m, sizeof m);
   shm_send_commit(tc, sizeof m);
   return inplace;
@@ -872,9 +871,7 @@ static sharc_status_t shm_check(transport_conn_t *tc) {
   struct sharc_comm *comm = c->comm;
   struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   import_notice(comm, seg_hdr(s, s->me));
-  /* SHARC_FAULT drop: this rank no longer sees the peer */
-  if (owner_alive(s->segs[c->local].fd) &&
-      !(fault_enabled() && fault_conn_dropped(tc)))
+  if (owner_alive(s->segs[c->local].fd))
     return SHARC_OK;
   peer_lost(comm, c->local);
   return failure(comm);

@@ -72,7 +72,6 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "fault.h"
 #include "net.h"
 #include "tcp_impl.h"
 
@@ -123,8 +122,8 @@ static void tcp_recv_release(transport_conn_t *c, size_t bytes) {
 static int tcp_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
   ring_t *r = &p->txr;
-  if (bytes < p->st->direct_bytes || fault_enabled())
-    return 0; /* inline: SHARC_FAULT hooks see every staged byte */
+  if (bytes < p->st->direct_bytes || c->framed_only)
+    return 0; /* inline: small, or a wrapping layer sees each byte */
   if (atomic_load(&r->head) != atomic_load(&r->tail))
     return -1; /* staged bytes of earlier messages go first */
   p->tx_src = src;
@@ -145,8 +144,8 @@ static int tcp_recv_begin(transport_conn_t *c, size_t bytes,
                           const void **direct) {
   tcp_pair_t *p = ((tcp_conn_t *)c)->pair;
   *direct = NULL;
-  if (bytes < p->st->direct_recv || fault_enabled())
-    return 0; /* inline: SHARC_FAULT hooks see every staged byte */
+  if (bytes < p->st->direct_recv || c->framed_only)
+    return 0; /* inline: small, or a wrapping layer sees each byte */
   pthread_mutex_lock(&p->rx_lock); /* waits out a burst into the ring */
   atomic_store(&p->rx_direct, 1);
   pthread_mutex_unlock(&p->rx_lock);
@@ -344,8 +343,10 @@ tcp_pair_t *tcp_pair_get(struct tcp_state *st, int peer, int chan) {
   p->rxr.buf = rb;
   p->txr.size = p->rxr.size = st->fifo_bytes;
   atomic_init(&p->rxr.armed, 1); /* polled for POLLIN as soon as bound */
-  p->tx = (tcp_conn_t){{&transport_tcp, peer, chan, 1}, p};
-  p->rx = (tcp_conn_t){{&transport_tcp, peer, chan, 0}, p};
+  p->tx = (tcp_conn_t){
+      {.tp = &transport_tcp, .peer = peer, .chan = chan, .is_send = 1}, p};
+  p->rx = (tcp_conn_t){
+      {.tp = &transport_tcp, .peer = peer, .chan = chan, .is_send = 0}, p};
   p->st = st;
   p->peer = peer;
   p->chan = chan;
@@ -826,8 +827,6 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
             (atomic_load(&p->rxr.head) == atomic_load(&p->rxr.tail) ||
              atomic_load(&p->rx_direct));
   }
-  if (fault_enabled() && fault_conn_dropped(c))
-    ended = 1; /* SHARC_FAULT drop: what is left will not be read */
   if (atomic_load(&pp->lost) || ended) {
     int err = atomic_load(&p->err);
     if (err && err != ECONNRESET && err != EPIPE)

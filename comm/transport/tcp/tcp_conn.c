@@ -13,7 +13,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fault.h"
 #include "tcp_impl.h"
 
 /* ---- progress thread: accepting -------------------------------------------
@@ -106,9 +105,9 @@ static sharc_status_t dial(struct tcp_state *st, int peer, uint32_t chan,
   if (s == SHARC_OK) {
     hello_t h = {TCP_MAGIC, TCP_VERSION, comm->uid, {0}, comm->rank, chan};
     memcpy(h.token, comm->token, sizeof h.token);
-    if (fault_enabled()) /* SHARC_FAULT corrupt:R:header */
-      fault_header(peer, &h, sizeof h,
-                   chan == TCP_CTRL ? "control connection's hello" : "hello");
+    transport_header_sent(peer, &h, sizeof h,
+                          chan == TCP_CTRL ? "control connection's hello"
+                                           : "hello");
     s = net_send_all(fd, &h, sizeof h, deadline);
     if (s != SHARC_OK)
       close(fd);

@@ -10,7 +10,7 @@ bash .ci/deps.sh
 jobs=$(nproc)
 status=0
 total_pass=0 total_fail=0 total_skip=0
-echo "=== format (.clang-format, STYLE.md 12) ==="
+echo "=== format (.clang-format, docs/style.md, convention 12) ==="
 if git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format --dry-run -Werror; then
   echo "format: clean"
 else

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# host_vs_mpi.sh - the measurements of issue 3 item 6 ("make the host path
+# host_vs_mpi.sh - the host path against MPI ("make the host path
 # fast"): sharc against Open MPI and MPICH on one host, a benchmark (not a
 # test). Every MPI job runs sharc and the MPI library alternately in the
 # same processes (sharc-bench --compare mpi), so both use the same buffers

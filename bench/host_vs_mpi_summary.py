@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables of issue 3 item 6 from bench/host_vs_mpi.sh results: one per
+"""Tables of the host path against MPI from bench/host_vs_mpi.sh results: one per
 target, each run beside the other, and a verdict (holds when every run
 meets the target).
 

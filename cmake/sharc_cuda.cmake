@@ -1,4 +1,4 @@
-# sharc_cuda.cmake - the CUDA toolchain for the GPU data path (issue 5),
+# sharc_cuda.cmake - the CUDA toolchain for the GPU data path,
 # included by the top-level CMakeLists.txt after the C options are set.
 #
 #   -DSHARC_WITH_CUDA=AUTO   (default) build the device kernels when CMake finds
@@ -6,7 +6,7 @@
 #                            -DCMAKE_CUDA_COMPILER); sanitizer builds resolve
 #                            AUTO to OFF
 #   -DSHARC_WITH_CUDA=ON     the same, but a missing nvcc is an error
-#   -DSHARC_WITH_CUDA=OFF    CPU only, exactly as before issue 5
+#   -DSHARC_WITH_CUDA=OFF    CPU only
 #   -DCMAKE_CUDA_ARCHITECTURES=...   default "80;90" (SASS for sm_80 and sm_90
 #                            plus their PTX, which later GPUs JIT-compile)
 #   -DSHARC_SOFTCUDA=ON      testing without a GPU: the GPU data path and the

@@ -1,12 +1,12 @@
 /*
- * step.c - the per-step schedule (DESIGN.md item 9). For each micro-batch:
- * forward  gather(i) -> forward(i) -> discard(i), with the gather of the
- *          next unit in flight while unit i computes;
- * backward gather(i) -> backward(i) -> discard(i) -> reduce(grads i) on the
- *          last micro-batch only, with the previous unit's gather in flight.
- * Then the optimizer on the local slices. Stage activations live from their
- * forward to their backward; with activation checkpointing the saved
- * tensors are dropped after forward and recomputed just before backward.
+ * step.c - the per-step schedule (docs/design.md, decision 9). For each
+ * micro-batch: forward  gather(i) -> forward(i) -> discard(i), with the gather
+ * of the next unit in flight while unit i computes; backward gather(i) ->
+ * backward(i) -> discard(i) -> reduce(grads i) on the last micro-batch only,
+ * with the previous unit's gather in flight. Then the optimizer on the local
+ * slices. Stage activations live from their forward to their backward; with
+ * activation checkpointing the saved tensors are dropped after forward and
+ * recomputed just before backward.
  */
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /*
  * hier.c - hierarchical all-gather, reduce-scatter and all-reduce for
- * communicators that span hosts (DESIGN.md item 3): within each host over
- * shared memory, one exchange per host pair over the network, and within
+ * communicators that span hosts (docs/design.md, decision 3): within each host
+ * over shared memory, one exchange per host pair over the network, and within
  * each host again, so the slow links carry each byte once per host pair.
  *
  * Data is cut into n pieces, piece r belonging to rank r. For every pair of

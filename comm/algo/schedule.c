@@ -1,7 +1,7 @@
 /*
  * schedule.c - schedule builder, the per-collective dispatcher over the
  * algorithm files (comm/algo/), and the alpha-beta cost model that picks an
- * algorithm per call (DESIGN.md items 2 and 3). Pure logic: no I/O.
+ * algorithm per call (docs/design.md, decisions 2 and 3). Pure logic: no I/O.
  */
 #include "schedule.h"
 

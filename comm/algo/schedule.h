@@ -1,5 +1,5 @@
 /*
- * schedule.h - algorithms as schedules (DESIGN.md item 2).
+ * schedule.h - algorithms as schedules (docs/design.md, decision 2).
  *
  * An algorithm is a pure function (collective, rank, nranks, count, ...) ->
  * a list of rounds, each a list of operations. The executor (exec.c) runs one

@@ -1,6 +1,7 @@
 /*
  * schedule_sim.c - runs every rank's schedule of a collective in one
- * process, with the executor's semantics, and checks it (DESIGN.md item 2):
+ * process, with the executor's semantics, and checks it (docs/design.md,
+ * decision 2):
  *
  *  - every op stays inside its buffer; nothing writes SEND; non-root
  *    broadcast ranks and barrier never touch user buffers;

@@ -1,6 +1,7 @@
 /*
  * stream.c - host streams (in-order work queues, one thread each) and
- * events, the host-memory counterpart of CUDA streams (DESIGN.md item 6).
+ * events, the host-memory counterpart of CUDA streams (docs/design.md, decision
+ * 6).
  *
  * A stream numbers the work enqueued on it; an event records the number of
  * the last item at record time and completes when the stream's completed

@@ -1,5 +1,5 @@
 /*
- * wake.c - blocking without burning cores (DESIGN.md item 7), and the
+ * wake.c - blocking without burning cores (docs/design.md, decision 7), and the
  * failure notice every transport raises.
  *
  * A waiting executor reads its doorbell, polls its FIFOs, and if nothing

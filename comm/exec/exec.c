@@ -42,8 +42,8 @@ typedef struct {
  * VM) sees that without entering the kernel, where a sched_yield costs
  * 1.2 us even when nothing else is runnable. With more ranks than cores
  * the peer may be waiting for this core, so the rank yields at once
- * (DESIGN.md item 7). The pauses come on top of SHARC_SPIN's polls (none
- * when SHARC_SPIN is 0: block at once).
+ * (docs/design.md, decision 7). The pauses come on top of SHARC_SPIN's polls
+ * (none when SHARC_SPIN is 0: block at once).
  *
  * The budget adapts per thread, for what the core count cannot tell: other
  * programs on the cores, or a whole job pinned to fewer cores than ranks.

@@ -260,8 +260,8 @@ sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out) {
  * rank's CUDA stream waits for the worker doing it. A peer that frees a
  * buffer and allocates another gets a new handle, so a mapping is never
  * reused for different memory; its old mapping keeps the freed memory
- * until the next trim. Buffers their owner registered (sharc_mem_register,
- * item 5) are kept (slot.keep) across trims until a descriptor from that
+ * until the next trim. Buffers their owner registered (sharc_mem_register)
+ * are kept (slot.keep) across trims until a descriptor from that
  * owner carries a later deregistration epoch: then they close at the next
  * trim like the others. */
 

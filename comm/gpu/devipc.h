@@ -1,6 +1,6 @@
 /*
  * devipc.h - collectives on device memory between the GPU ranks of one
- * host through CUDA IPC (issue 5 item 3, DESIGN.md 8): zero copy, the data
+ * host through CUDA IPC (docs/design.md, decision 8): zero copy, the data
  * moved by copy engines (cudaMemcpyAsync on IPC-mapped pointers) and the
  * reductions by kernel_dev_reduce, no kernel waiting for another process.
  *

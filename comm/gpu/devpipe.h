@@ -1,5 +1,5 @@
 /*
- * devpipe.h - the pipelined staged path's plan (issue 5 item 4): which
+ * devpipe.h - the pipelined staged path's plan: which
  * pieces of a staged collective's device-to-host copy must have landed
  * before each round of its schedule, and which pieces of the host-to-device
  * copy are final after each round.

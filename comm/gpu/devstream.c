@@ -1,6 +1,6 @@
 /*
  * devstream.c - collectives on device memory through pinned host staging
- * (issue 5 item 4): the baseline GPU data path, ordered on the caller's
+ *: the baseline GPU data path, ordered on the caller's
  * cudaStream_t with NCCL's semantics (the call returns at once; the work
  * happens in stream order).
  *
@@ -18,9 +18,9 @@
  * (error, skip after an earlier error, a dead peer): the CUDA stream is
  * never left waiting, and the error becomes the stream's sticky error.
  *
- * Nothing spins on the GPU or the CPU (DESIGN.md 7 and 8): the worker
- * sleeps in cudaEventSynchronize; the stream's wait is a semaphore acquire
- * handled by the GPU's front end, not a kernel, so the ranks sharing one
+ * Nothing spins on the GPU or the CPU (docs/design.md, decisions 7 and 8): the
+ *worker sleeps in cudaEventSynchronize; the stream's wait is a semaphore
+ *acquire handled by the GPU's front end, not a kernel, so the ranks sharing one
  * GPU keep their time slices. Where the driver has no stream memory
  * operations the wait is a cudaLaunchHostFunc that sleeps on a condition
  * variable until the worker released that call. CUDA may run the host
@@ -29,7 +29,7 @@
  * holds the thread while the other's earlier call waits behind its own):
  * keep to one per process there.
  *
- * Pipelined (item 4, devpipe.h; calls of 2 x SHARC_CUDA_PIPE_BYTES and
+ * Pipelined (devpipe.h; calls of 2 x SHARC_CUDA_PIPE_BYTES and
  * more): the copies go in groups planned on the call's schedule. Each D2H
  * group gets its own event, and the worker waits for it just before the
  * first round that touches its bytes (exec.h's hook); each H2D group gets

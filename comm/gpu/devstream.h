@@ -1,6 +1,6 @@
 /*
  * devstream.h - device memory in the collectives through pinned host staging
- * (issue 5 item 4), the first GPU data path: what stream.c needs to run a
+ *, the first GPU data path: what stream.c needs to run a
  * collective enqueued on a sharc stream bound to a cudaStream_t
  * (sharc_stream_create_cuda), and dev_is_device_ptr for the argument checks.
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# device_run.sh - the GPU checks of issue 5, for a machine with an NVIDIA
+# device_run.sh - the GPU checks, for a machine with an NVIDIA
 # GPU: nvidia-smi, a fresh build with SHARC_WITH_CUDA=ON, the gpu-labelled
 # CTest tests (which must run there, not skip: test_dev_kernels and the
 # staged device-memory collectives gpu.coll.n2/n3/n4, gpu.coll.tcp.n2,
@@ -156,7 +156,7 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
     step "bench_cuda_n$n" timeout 150 "$run" -n "$n" --timeout 140 "$bench" \
       "${bargs[@]}" -J "$logs/bench_cuda_n$n.json"
   done
-  # the staged path without its round-by-round pipelining (item 4), for
+  # the staged path without its round-by-round pipelining, for
   # the difference it makes: all-reduce at 2 ranks, 1 MiB and up, twice
   for k in 1 2; do
     step "bench_cuda_nopipe_n2_$k" env SHARC_CUDA_PIPE_BYTES=0 timeout 90 \
@@ -166,7 +166,7 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
       "$bench" all_reduce -b 1M -e 256M -f 4 -n 10 -w 2 -T 300 --mem cuda \
       -J "$logs/bench_cuda_pipe_n2_$k.json"
   done
-  # the CUDA IPC path (item 3; the 85%-of-copy-limit target of item 7)
+  # the CUDA IPC path (its target: 85% of the copy limit)
   for n in 2 4; do
     step "bench_ipc_n$n" env SHARC_CUDA_PATH=ipc timeout 120 "$run" -n "$n" \
       --timeout 110 "$bench" "${bargs[@]}" -J "$logs/bench_ipc_n$n.json"

@@ -18,7 +18,7 @@
  * and sharc_comm_split. Exit 0 when everything passed, 1 otherwise, 2 when the
  * communicator could not be created.
  *
- * --mem cuda (issue 5, the staged GPU path): the sweep's buffers live in
+ * --mem cuda (the staged GPU path): the sweep's buffers live in
  * device memory (cudaMalloc, guards included, filled and read back with
  * cudaMemcpyAsync on the rank's cudaStream_t) and every collective runs on a
  * sharc_stream_create_cuda stream over that cudaStream_t; the checks are the

@@ -1,5 +1,5 @@
 /*
- * cuda_reg.c - sharc_mem_register on device memory (issue 5 item 5), one
+ * cuda_reg.c - sharc_mem_register on device memory, one
  * rank per process, ranks sharing the machine's GPUs:
  *
  *   sharcrun -n N cuda_reg [--register 0|1] [--iters K]

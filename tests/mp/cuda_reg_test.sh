@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# cuda_reg_test.sh - registered device memory on the CUDA IPC path (issue 5
-# item 5): cuda_reg runs two phases of all-reduces with a synchronize after
+# cuda_reg_test.sh - registered device memory on the CUDA IPC path
+# (sharc_mem_register): cuda_reg runs two phases of all-reduces with a synchronize after
 # each call, then a third that frees registered buffers without
 # deregistering them (3 calls), first on registered buffers, then on
 # unregistered ones, and this script counts each rank's "CUDA IPC: mapped a

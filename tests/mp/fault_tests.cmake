@@ -1,4 +1,4 @@
-# Fault injection (issue 8, SHARC_FAULT in comm/fault/fault.h; tests only): a rank
+# Fault injection (SHARC_FAULT in comm/fault/fault.h; tests only): a rank
 # killed mid-collective at a byte count, a dropped connection, a delay
 # shorter and longer than SHARC_TIMEOUT, a corrupted payload and header,
 # malformed specs. Included by tests/mp/CMakeLists.txt; driven by

@@ -22,7 +22,7 @@
  * before it learns of another survivor's exit (which would be a second,
  * legitimate peer loss).
  *
- * --mem cuda (issue 5): the buffers are device memory and the collectives
+ * --mem cuda: the buffers are device memory and the collectives
  * run on a sharc stream bound to a CUDA stream (sharc_stream_create_cuda);
  * each call is followed by cudaStreamSynchronize and sharc_stream_synchronize,
  * whose status is the call's. A survivor's CUDA stream must not stay blocked

@@ -1,4 +1,4 @@
-# A rank dies (issue 8): every survivor fails on its own within seconds,
+# A rank dies: every survivor fails on its own within seconds,
 # prints its flight recorder and names the dead rank, and no shared-memory
 # segment of the job stays in /dev/shm. Included by tests/mp/CMakeLists.txt;
 # driven by kill_test.sh with kill_rank. Timing-sensitive: each runs alone.

@@ -1,4 +1,4 @@
-# SHARC_CHECK=1: collective signatures compared before data moves (issue 8).
+# SHARC_CHECK=1: collective signatures compared before data moves.
 # Included by tests/mp/CMakeLists.txt.
 #
 #   mp.check.coll.<tp>.n<N>   coll_check --small passes unchanged with it on

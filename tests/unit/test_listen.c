@@ -1,5 +1,5 @@
 /*
- * test_listen.c - where sharc listens (issue 8): the rendezvous root, the
+ * test_listen.c - where sharc listens: the rendezvous root, the
  * unique-id root and a communicator's data listener are bound to one
  * address each, never to the wildcard; SHARC_SOCKET_IFNAME=lo binds
  * 127.0.0.1; a rendezvous named by this host's name is reachable at what

@@ -1,6 +1,7 @@
 /*
- * ib.c - the InfiniBand / RoCE transport (DESIGN.md item 4): byte FIFOs
- * between ranks carried by RDMA writes with immediate over RC queue pairs.
+ * ib.c - the InfiniBand / RoCE transport (docs/design.md, decision 4): byte
+ * FIFOs between ranks carried by RDMA writes with immediate over RC queue
+ * pairs.
  *
  * Per (peer, channel) a pair (ib_verbs.h) has a tx ring and an rx ring of
  * the same size F, both registered, and nqp QPs (SHARC_IB_QPS_PER_PEER)

@@ -1,6 +1,6 @@
 /*
- * tcp.c - the tcp transport (DESIGN.md items 4 and 7): byte FIFOs between
- * ranks on different hosts, carried by TCP sockets.
+ * tcp.c - the tcp transport (docs/design.md, decisions 4 and 7): byte FIFOs
+ * between ranks on different hosts, carried by TCP sockets.
  *
  * Per (peer, channel) there is one full-duplex socket and two staging rings
  * in process memory: tx (this rank -> peer) and rx (peer -> this rank). The

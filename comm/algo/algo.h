@@ -113,12 +113,4 @@ static inline int fold_prologue(const sched_args_t *a, sched_t *s, int p,
   return 1;
 }
 
-/* Runs the nranks schedules scheds[0..nranks) (built for proto with rank
- * set per rank) exactly as sched_simulate does after building them: buffer
- * bounds, hazards, FIFO matching, deadlock, and the result check. name
- * labels error messages. */
-sharc_status_t sched_simulate_given(const char *name, const sched_args_t *proto,
-                                    sched_t *scheds, sharc_dtype_t dtype,
-                                    sharc_op_t op, int check_bitwise_equal);
-
 #endif /* SHARC_ALGO_H */

@@ -14,9 +14,11 @@
  * symbolic: SEND (the user's sendbuf), RECV (the user's recvbuf), TMP
  * (scratch of tmp_count elements the executor allocates).
  *
- * The simulator (schedule_sim.c) runs every rank's schedule in one process to
- * prove an algorithm correct and deadlock-free; the unit tests sweep rank
- * counts 1..33.
+ * This header: the types and the builder the algorithm files fill a
+ * schedule with. dispatch.h builds the schedule of an algorithm, cost.h
+ * picks the algorithm, cache.h keeps built schedules, schedule_sim.h runs
+ * them all in one process (the simulator that proves an algorithm correct
+ * and deadlock-free; the unit tests sweep rank counts 1..33).
  */
 #ifndef SHARC_SCHEDULE_H
 #define SHARC_SCHEDULE_H
@@ -115,99 +117,10 @@ void sched_copy(sched_t *s, sched_buf_t src, size_t src_off, sched_buf_t dst,
 /* Drops empty rounds; SHARC_ERR_NO_MEM if an append failed. */
 sharc_status_t sched_finish(sched_t *s);
 
-/* ---- algorithms: fill s (initialised by the caller) ---- */
-/* Builds the schedule of algo for args; SHARC_ERR_UNSUPPORTED if algo does
- * not implement args->coll. */
-sharc_status_t sched_build(sched_algo_t algo, const sched_args_t *args,
-                           sched_t *s);
+/* ---- names ---- */
 const char *sched_algo_name(sched_algo_t algo);
 const char *sched_coll_name(sched_coll_t coll);
 /* The public function that runs coll ("sharc_all_gather"), for messages. */
 const char *sched_coll_fn(sched_coll_t coll);
-/* Whether algo implements coll. */
-int sched_algo_supports(sched_algo_t algo, sched_coll_t coll);
-
-/* Cost model (alpha-beta): predicted microseconds for coll of `bytes`
- * (count * element size, with all-gather/reduce-scatter counted per rank as
- * in args->count) on nranks with algo. alpha_us per message, beta_gbs link
- * bandwidth. All ranks on one host. */
-double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
-                     size_t bytes, double alpha_us, double beta_gbs);
-/* The algorithm with the lowest predicted cost among those supporting coll. */
-sched_algo_t sched_pick(sched_coll_t coll, int nranks, size_t bytes,
-                        double alpha_us, double beta_gbs);
-
-/* Links of a communicator spanning hosts: within a host alpha_us/beta_gbs,
- * between hosts net_alpha_us/net_beta_gbs (one network link per host). */
-typedef struct {
-  int nhosts;    /* 1: one host, the plain model */
-  int local_max; /* most ranks on one host */
-  double alpha_us, beta_gbs, net_alpha_us, net_beta_gbs;
-} sched_links_t;
-double sched_cost_links_us(sched_algo_t algo, sched_coll_t coll, int nranks,
-                           size_t bytes, const sched_links_t *links);
-sched_algo_t sched_pick_links(sched_coll_t coll, int nranks, size_t bytes,
-                              const sched_links_t *links);
-
-/* ---- cache of built schedules (one per communicator) ----
- * A schedule is a function of the call's shape and of the communicator's
- * constants (rank, nranks, channels, host map, ring order, tunables). It
- * never holds buffer addresses (buffers are symbolic, above), and the
- * reduction op and dtype reach it only through the element size (bytes
- * pick the algorithm and the channels, the element size the chunk), so a
- * small-message loop that repeats one call reuses one schedule instead of
- * choosing an algorithm and building it every time. The executor only
- * reads a schedule (exec_run takes it const), so a cached one is reused
- * unchanged. Not thread safe: the owner serialises access (coll.c: only
- * the thread whose turn it is uses its communicator's cache). */
-#define SCHED_CACHE_SLOTS 16
-/* Schedules of more ops are rebuilt per call: their build is cheap next to
- * moving their bytes, and caching them would pin memory. */
-#define SCHED_CACHE_MAX_OPS 4096
-
-typedef struct {
-  sched_coll_t coll;
-  int root;    /* broadcast root; 0 otherwise */
-  int inplace; /* sched_args_t.inplace */
-  size_t count;
-  size_t esize; /* bytes per element */
-} sched_key_t;
-
-typedef struct {
-  sched_key_t key;
-  sched_algo_t algo; /* the algorithm the schedule runs */
-  sched_t sched;
-  uint64_t used; /* last use (cache clock); 0: empty slot */
-} sched_cache_slot_t;
-
-typedef struct {
-  sched_cache_slot_t slot[SCHED_CACHE_SLOTS];
-  uint64_t clock;
-  int last;              /* slot of the last hit or insert */
-  uint64_t hits, misses; /* for tests and tracing */
-} sched_cache_t;
-
-/* A zeroed sched_cache_t is empty and valid; so is one after
- * sched_cache_free. */
-void sched_cache_free(sched_cache_t *c);
-/* The slot holding key (marked most recently used), or NULL. */
-const sched_cache_slot_t *sched_cache_get(sched_cache_t *c,
-                                          const sched_key_t *key);
-/* Stores *s under key (which must be absent), evicting the least recently
- * used slot; the cache takes ownership of s's memory and leaves *s empty
- * (sched_init). Returns the slot. */
-const sched_cache_slot_t *sched_cache_put(sched_cache_t *c,
-                                          const sched_key_t *key,
-                                          sched_algo_t algo, sched_t *s);
-
-/* ---- simulator ---- */
-/* Runs coll on nranks with algo entirely in memory, with data of dtype/op
- * from a deterministic pattern, and compares every rank's result to a
- * reference computed in higher precision (exact for integers). Also detects
- * deadlock (no rank can progress) and FIFO mismatches (a receive whose
- * sender sends a different size). Returns SHARC_OK or an error with the
- * reason in err_last(). */
-sharc_status_t sched_simulate(sched_algo_t algo, const sched_args_t *proto,
-                              sharc_dtype_t dtype, sharc_op_t op);
 
 #endif /* SHARC_SCHEDULE_H */

@@ -29,7 +29,9 @@
 
 #include "algo.h"
 #include "core.h"
+#include "dispatch.h"
 #include "reduce.h"
+#include "schedule_sim.h"
 
 #define SIM_MAX_RANKS 64
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "exec.h"
 
 #define SIG_MAGIC 0x31304b4352414853ull /* "SHARCK01" */

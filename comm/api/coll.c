@@ -12,9 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "check.h"
+#include "cost.h"
 #include "devipc.h"
 #include "devstream.h" /* dev_is_device_ptr, stream_is_cuda */
+#include "dispatch.h"
 #include "exec.h"
 #include "reduce.h"
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "bootstrap.h"
+#include "cache.h"
 #include "core.h"
 #include "recorder.h"
 #include "schedule.h"

@@ -21,6 +21,7 @@
 
 #include "core.h"
 #include "devpipe.h"
+#include "dispatch.h"
 #include "schedule.h"
 #include "unit/expect.h"
 

@@ -16,9 +16,13 @@
 #include <time.h>
 
 #include "algo.h"
+#include "cache.h"
 #include "core.h"
+#include "cost.h"
+#include "dispatch.h"
 #include "place.h"
 #include "schedule.h"
+#include "schedule_sim.h"
 
 static int npass, nfail;
 

@@ -1,0 +1,56 @@
+/*
+ * cache.c - the per-communicator cache of built schedules (cache.h).
+ */
+#include "cache.h"
+
+#include <string.h>
+
+void sched_cache_free(sched_cache_t *c) {
+  for (int i = 0; i < SCHED_CACHE_SLOTS; i++)
+    sched_free(&c->slot[i].sched);
+  memset(c, 0, sizeof *c);
+}
+
+static int key_eq(const sched_key_t *a, const sched_key_t *b) {
+  return a->coll == b->coll && a->count == b->count && a->esize == b->esize &&
+         a->inplace == b->inplace && a->root == b->root;
+}
+
+const sched_cache_slot_t *sched_cache_get(sched_cache_t *c,
+                                          const sched_key_t *key) {
+  /* A loop of one call hits the slot it hit last: try it first. */
+  sched_cache_slot_t *e = &c->slot[c->last];
+  if (!e->used || !key_eq(&e->key, key)) {
+    e = NULL;
+    for (int i = 0; i < SCHED_CACHE_SLOTS && !e; i++)
+      if (c->slot[i].used && key_eq(&c->slot[i].key, key)) {
+        e = &c->slot[i];
+        c->last = i;
+      }
+  }
+  if (!e) {
+    c->misses++;
+    return NULL;
+  }
+  c->hits++;
+  e->used = ++c->clock;
+  return e;
+}
+
+const sched_cache_slot_t *sched_cache_put(sched_cache_t *c,
+                                          const sched_key_t *key,
+                                          sched_algo_t algo, sched_t *s) {
+  int v = 0; /* an empty slot, else the least recently used */
+  for (int i = 1; i < SCHED_CACHE_SLOTS && c->slot[v].used; i++)
+    if (c->slot[i].used < c->slot[v].used)
+      v = i;
+  sched_cache_slot_t *e = &c->slot[v];
+  sched_free(&e->sched);
+  e->key = *key;
+  e->algo = algo;
+  e->sched = *s;
+  e->used = ++c->clock;
+  c->last = v;
+  sched_init(s);
+  return e;
+}

@@ -3,7 +3,7 @@
  * any world size or strategy.
  *
  * Layout under the directory the user names (DIR):
- *   DIR/step-00000020/meta          the metadata (ckpt.h)
+ *   DIR/step-00000020/meta          the metadata (ckpt_meta.h)
  *   DIR/step-00000020/shard-<j>.bin slices of shard j (sharded), or
  *   DIR/step-00000020/full.bin      whole units (full)
  *   DIR/latest                      "step-00000020": the last complete one
@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt.h"
+#include "ckpt_meta.h"
 #include "engine.h"
 
 #define PATHMAX 4400

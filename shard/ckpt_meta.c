@@ -1,5 +1,5 @@
 /*
- * ckpt_meta.c - the checkpoint metadata text format (see ckpt.h):
+ * ckpt_meta.c - the checkpoint metadata text format (see ckpt_meta.h):
  *
  *   sharc-checkpoint 1
  *   kind sharded            (or full)
@@ -23,7 +23,7 @@
  *   ...
  *   end
  */
-#include "ckpt.h"
+#include "ckpt_meta.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -80,10 +80,13 @@ sharc_status_t eng_failed_before(struct sharc_shard *e) {
   return SHARC_ERR_ABORTED;
 }
 
-double eng_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+double eng_now(void) { return trace_now(); }
+
+sharc_status_t eng_coll_begin(struct sharc_shard *e, const char *name, int u) {
+  sharc_status_t st = trace_coll_begin(&e->tr, name, u);
+  if (st == SHARC_ERR_NO_MEM)
+    return eng_fail(e, st, "shard: out of memory (trace)");
+  return st;
 }
 
 static size_t round64(size_t b) { return (b + 63) / 64 * 64; }
@@ -168,12 +171,12 @@ sharc_status_t eng_gather(struct sharc_shard *e, int u) {
                       sharc_status_string(cst));
     src = U->send_lp;
   }
-  sharc_status_t st = trace_coll_begin(e, "all_gather", u);
+  sharc_status_t st = eng_coll_begin(e, "all_gather", u);
   if (st == SHARC_OK)
     st = sharc_all_gather(src, U->gathered, U->lay.slice, e->cfg.param_dtype,
                           e->shard_comm, e->stream);
   if (st == SHARC_OK)
-    st = trace_coll_end(e);
+    st = trace_coll_end(&e->tr);
   if (st == SHARC_OK)
     st = sharc_event_record(U->gather_ev, e->stream);
   if (st != SHARC_OK) {
@@ -201,7 +204,7 @@ sharc_status_t eng_ready(struct sharc_shard *e, int u) {
   sharc_status_t st = sharc_event_synchronize(U->gather_ev);
   double t1 = eng_now();
   e->t_exposed += t1 - t0;
-  trace_span(e, "wait all_gather", u, t0, t1, 0);
+  trace_span(&e->tr, "wait all_gather", u, t0, t1, e->steps);
   if (st != SHARC_OK)
     return eng_coll_fail(e, st, "all-gather", u);
   size_t pad = U->lay.padded;
@@ -260,19 +263,19 @@ sharc_status_t eng_ugrad(struct sharc_shard *e, int u) {
 
 sharc_status_t eng_reduce(struct sharc_shard *e, int u) {
   eunit_t *U = &e->units[u];
-  sharc_status_t st = trace_coll_begin(e, "reduce_scatter", u);
+  sharc_status_t st = eng_coll_begin(e, "reduce_scatter", u);
   if (st == SHARC_OK)
     st = sharc_reduce_scatter(U->ugrad, U->grad_slice, U->lay.slice, SHARC_F32,
                               SHARC_SUM, e->shard_comm, e->stream);
   if (st == SHARC_OK)
-    st = trace_coll_end(e);
+    st = trace_coll_end(&e->tr);
   if (st == SHARC_OK && e->rep_size > 1) {
-    st = trace_coll_begin(e, "all_reduce (replicas)", u);
+    st = eng_coll_begin(e, "all_reduce (replicas)", u);
     if (st == SHARC_OK)
       st = sharc_all_reduce(U->grad_slice, U->grad_slice, U->lay.slice,
                             SHARC_F32, SHARC_SUM, e->rep_comm, e->stream);
     if (st == SHARC_OK)
-      st = trace_coll_end(e);
+      st = trace_coll_end(&e->tr);
   }
   if (st == SHARC_OK)
     st = sharc_event_record(U->reduce_ev, e->stream);
@@ -313,7 +316,7 @@ sharc_status_t eng_sync(struct sharc_shard *e) {
   sharc_status_t st = sharc_stream_synchronize(e->stream);
   double t1 = eng_now();
   e->t_exposed += t1 - t0;
-  trace_span(e, "wait stream", -1, t0, t1, 0);
+  trace_span(&e->tr, "wait stream", -1, t0, t1, e->steps);
   if (st != SHARC_OK)
     return eng_coll_fail(e, st, "communication", -1);
   return SHARC_OK;
@@ -525,8 +528,11 @@ sharc_status_t sharc_shard_create(sharc_comm_t comm, const sharc_model_t *model,
   }
   for (int u = 0; st == SHARC_OK && u < model->nunits; u++)
     st = setup_unit(e, u);
+  e->tr.stream = e->stream;
+  e->tr.rank = e->world_rank;
+  e->tr.model = e->model;
   if (st == SHARC_OK)
-    trace_open(e);
+    trace_open(&e->tr, e->cfg.trace_dir);
   /* ranks agree that every one of them is ready (and fail together) */
   int ok = st == SHARC_OK, all_ok = 0;
   { /* on the parent comm, which every rank has, whatever failed */
@@ -570,7 +576,7 @@ sharc_status_t sharc_shard_destroy(sharc_shard_t e) {
     if (U->reduce_ev)
       sharc_event_destroy(U->reduce_ev);
   }
-  trace_close(e);
+  trace_close(&e->tr);
   if (e->stream)
     sharc_stream_destroy(e->stream);
   sharc_comm_destroy(e->rep_comm);

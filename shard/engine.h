@@ -11,6 +11,7 @@
 
 #include "layout.h"
 #include "sharc_shard.h"
+#include "trace.h"
 
 enum {
   MEM_PSLICE,
@@ -23,8 +24,6 @@ enum {
 };
 
 enum { G_NONE, G_ISSUED, G_READY }; /* a unit's gathered parameters */
-
-typedef struct span span_t;
 
 typedef struct {
   layout_t lay;
@@ -71,10 +70,7 @@ struct sharc_shard {
   size_t mem_now[MEM_NCAT], mem_at_peak[MEM_NCAT], total_now, total_peak;
   /* step timing */
   double t_compute, t_exposed;
-  span_t *spans, *spans_tail; /* collectives of this step (trace.c) */
-  span_t *open_span;          /* enqueued, its end not yet enqueued */
-  FILE *trace;                /* Chrome trace, or NULL */
-  int trace_first;
+  trace_t tr;      /* spans of this step and the Chrome trace (trace.h) */
   double t_origin; /* monotonic seconds at creation */
   char err[512];
 };
@@ -114,18 +110,7 @@ sharc_status_t eng_gather_f32(struct sharc_shard *e, int u, const float *slice,
 /* optim.c: clip and step on the local slices; *norm = global norm. */
 sharc_status_t optim_step(struct sharc_shard *e, double *norm);
 
-/* trace.c: a collective's span is stamped on the stream's thread, by host
- * functions enqueued around it. */
-sharc_status_t trace_coll_begin(struct sharc_shard *e, const char *name, int u);
-sharc_status_t trace_coll_end(struct sharc_shard *e);
-/* Seconds collectives of this step ran; call after the stream is idle. */
-double trace_comm_seconds(struct sharc_shard *e);
-/* A span on the caller's thread (compute, optimizer, waits). */
-void trace_span(struct sharc_shard *e, const char *name, int unit, double t0,
-                double t1, int compute);
-/* Writes this step's collective spans to the trace and frees them. */
-void trace_step_end(struct sharc_shard *e);
-void trace_open(struct sharc_shard *e);
-void trace_close(struct sharc_shard *e);
+/* trace_coll_begin on the engine's trace; out of memory fails the engine. */
+sharc_status_t eng_coll_begin(struct sharc_shard *e, const char *name, int u);
 
 #endif /* SHARC_SHARD_ENGINE_H */

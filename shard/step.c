@@ -69,7 +69,7 @@ static sharc_status_t call_stage(struct sharc_shard *e, int s,
   int rc = bwd ? m->backward(m->ctx, &c) : m->forward(m->ctx, &c);
   double t1 = eng_now();
   e->t_compute += t1 - t0;
-  trace_span(e, bwd ? "backward" : "forward", u, t0, t1, 1);
+  trace_span(&e->tr, bwd ? "backward" : "forward", u, t0, t1, e->steps);
   eng_free(e, MEM_ACT, scratch, scb);
   if (rc != 0)
     return eng_fail(e, SHARC_ERR_INTERNAL,
@@ -275,11 +275,11 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
   if (st == SHARC_OK) {
     double t1 = eng_now();
     st = optim_step(e, &norm);
-    trace_span(e, "optimizer", -1, t1, eng_now(), 1);
+    trace_span(&e->tr, "optimizer", -1, t1, eng_now(), e->steps);
   }
   if (st != SHARC_OK) {
     e->failed = 1;
-    trace_step_end(e);
+    trace_step_end(&e->tr, e->steps);
     return st;
   }
   if (stats) {
@@ -289,12 +289,12 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
     stats->grad_norm = norm;
     stats->t_step = eng_now() - t0;
     stats->t_compute = e->t_compute;
-    stats->t_comm = trace_comm_seconds(e);
+    stats->t_comm = trace_comm_seconds(&e->tr);
     stats->t_exposed = e->t_exposed;
     eng_mem_report(e, e->mem_at_peak, e->total_peak, &stats->peak);
     eng_mem_report(e, e->mem_now, e->total_now, &stats->now);
   }
-  trace_step_end(e); /* its spans carry this step's number */
+  trace_step_end(&e->tr, e->steps); /* its spans carry this step's number */
   e->steps++;
   return SHARC_OK;
 }
@@ -318,6 +318,6 @@ sharc_status_t sharc_shard_eval(sharc_shard_t e, const sharc_batch_t *batch,
     st = sum_world(e, sums);
   if (st != SHARC_OK)
     e->failed = 1;
-  trace_step_end(e);
+  trace_step_end(&e->tr, e->steps);
   return st;
 }

@@ -13,8 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
-#include "engine.h"
+#include "trace.h"
 
 struct span {
   span_t *next;
@@ -23,81 +24,85 @@ struct span {
   double t0, t1; /* monotonic seconds, written on the stream thread */
 };
 
-static void stamp_begin(void *arg) { ((span_t *)arg)->t0 = eng_now(); }
-static void stamp_end(void *arg) { ((span_t *)arg)->t1 = eng_now(); }
+double trace_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
-sharc_status_t trace_coll_begin(struct sharc_shard *e, const char *name,
-                                int u) {
+static void stamp_begin(void *arg) { ((span_t *)arg)->t0 = trace_now(); }
+static void stamp_end(void *arg) { ((span_t *)arg)->t1 = trace_now(); }
+
+sharc_status_t trace_coll_begin(trace_t *t, const char *name, int u) {
   span_t *sp = calloc(1, sizeof *sp);
   if (!sp)
-    return eng_fail(e, SHARC_ERR_NO_MEM, "shard: out of memory (trace)");
+    return SHARC_ERR_NO_MEM;
   sp->name = name;
   sp->unit = u;
-  sharc_status_t st = sharc_stream_launch_host_func(e->stream, stamp_begin, sp);
+  sharc_status_t st = sharc_stream_launch_host_func(t->stream, stamp_begin, sp);
   if (st != SHARC_OK) {
     free(sp);
     return st;
   }
-  if (e->spans_tail)
-    e->spans_tail->next = sp;
+  if (t->spans_tail)
+    t->spans_tail->next = sp;
   else
-    e->spans = sp;
-  e->spans_tail = sp;
-  e->open_span = sp;
+    t->spans = sp;
+  t->spans_tail = sp;
+  t->open_span = sp;
   return SHARC_OK;
 }
 
-sharc_status_t trace_coll_end(struct sharc_shard *e) {
-  span_t *sp = e->open_span;
-  e->open_span = NULL;
-  return sp ? sharc_stream_launch_host_func(e->stream, stamp_end, sp)
+sharc_status_t trace_coll_end(trace_t *t) {
+  span_t *sp = t->open_span;
+  t->open_span = NULL;
+  return sp ? sharc_stream_launch_host_func(t->stream, stamp_end, sp)
             : SHARC_OK;
 }
 
-double trace_comm_seconds(struct sharc_shard *e) {
-  double t = 0;
-  for (span_t *sp = e->spans; sp; sp = sp->next)
+double trace_comm_seconds(const trace_t *t) {
+  double sum = 0;
+  for (span_t *sp = t->spans; sp; sp = sp->next)
     if (sp->t1 > sp->t0)
-      t += sp->t1 - sp->t0;
-  return t;
+      sum += sp->t1 - sp->t0;
+  return sum;
 }
 
-static void emit(struct sharc_shard *e, const char *name, int unit, int tid,
-                 double t0, double t1) {
-  if (!e->trace)
+static void emit(trace_t *t, const char *name, int unit, int tid, double t0,
+                 double t1, uint64_t step) {
+  if (!t->file)
     return;
-  const char *uname = unit >= 0 ? e->model->units[unit].name : "";
-  fprintf(e->trace,
+  const char *uname = unit >= 0 ? t->model->units[unit].name : "";
+  fprintf(t->file,
           "%s{\"name\":\"%s%s%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
           "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%llu}}",
-          e->trace_first ? "" : ",\n", name, unit >= 0 ? " " : "", uname,
-          e->world_rank, tid, t0 * 1e6, (t1 - t0) * 1e6,
-          (unsigned long long)e->steps + 1);
-  e->trace_first = 0;
+          t->first ? "" : ",\n", name, unit >= 0 ? " " : "", uname, t->rank,
+          tid, t0 * 1e6, (t1 - t0) * 1e6, (unsigned long long)step + 1);
+  t->first = 0;
 }
 
-void trace_span(struct sharc_shard *e, const char *name, int unit, double t0,
-                double t1, int compute) {
-  (void)compute;
-  emit(e, name, unit, 0, t0, t1);
+void trace_span(trace_t *t, const char *name, int unit, double t0, double t1,
+                uint64_t step) {
+  emit(t, name, unit, 0, t0, t1, step);
 }
 
-void trace_step_end(struct sharc_shard *e) {
+void trace_step_end(trace_t *t, uint64_t step) {
   /* host functions still reference the spans: let the stream drain */
-  (void)sharc_stream_synchronize(e->stream);
-  for (span_t *sp = e->spans, *next; sp; sp = next) {
+  (void)sharc_stream_synchronize(t->stream);
+  for (span_t *sp = t->spans, *next; sp; sp = next) {
     next = sp->next;
     if (sp->t1 > sp->t0)
-      emit(e, sp->name, sp->unit, 1, sp->t0, sp->t1);
+      emit(t, sp->name, sp->unit, 1, sp->t0, sp->t1, step);
     free(sp);
   }
-  e->spans = e->spans_tail = e->open_span = NULL;
-  if (e->trace)
-    fflush(e->trace);
+  t->spans = t->spans_tail = t->open_span = NULL;
+  if (t->file)
+    fflush(t->file);
 }
 
-void trace_open(struct sharc_shard *e) {
-  const char *dir = e->cfg.trace_dir ? e->cfg.trace_dir : getenv("SHARC_TRACE");
+void trace_open(trace_t *t, const char *dir) {
+  if (!dir)
+    dir = getenv("SHARC_TRACE");
   if (!dir || !*dir)
     return;
   if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
@@ -106,29 +111,29 @@ void trace_open(struct sharc_shard *e) {
     return;
   }
   char path[4096];
-  snprintf(path, sizeof path, "%s/trace-rank%d.json", dir, e->world_rank);
-  e->trace = fopen(path, "w");
-  if (!e->trace) {
+  snprintf(path, sizeof path, "%s/trace-rank%d.json", dir, t->rank);
+  t->file = fopen(path, "w");
+  if (!t->file) {
     fprintf(stderr, "sharc: cannot write %s (%s); no trace\n", path,
             strerror(errno));
     return;
   }
-  fprintf(e->trace, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-  fprintf(e->trace,
+  fprintf(t->file, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  fprintf(t->file,
           "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
           "\"args\":{\"name\":\"rank %d\"}},\n"
           "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
           "\"args\":{\"name\":\"compute\"}},\n"
           "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,"
           "\"args\":{\"name\":\"comm stream\"}}",
-          e->world_rank, e->world_rank, e->world_rank, e->world_rank);
-  e->trace_first = 0;
+          t->rank, t->rank, t->rank, t->rank);
+  t->first = 0;
 }
 
-void trace_close(struct sharc_shard *e) {
-  if (!e->trace)
+void trace_close(trace_t *t) {
+  if (!t->file)
     return;
-  fprintf(e->trace, "\n]}\n");
-  fclose(e->trace);
-  e->trace = NULL;
+  fprintf(t->file, "\n]}\n");
+  fclose(t->file);
+  t->file = NULL;
 }

@@ -13,43 +13,9 @@
 
 #include <stdint.h>
 
+#include "bootstrap_env.h"
+#include "bootstrap_wire.h"
 #include "net.h"
-
-#define SHARC_TOKEN_BYTES 16
-#define SHARC_HOSTNAME_MAX 64
-#define MAX_RANKS (1 << 16) /* largest communicator the bootstrap accepts */
-
-typedef struct {
-  int rank, nranks;
-  int local_rank, local_size; /* from the launcher, -1 when unknown */
-  char root_host[256];        /* rendezvous host as given */
-  int root_port;
-  uint8_t token[SHARC_TOKEN_BYTES];
-  int host_root;      /* 1: this process serves the rendezvous */
-  const char *source; /* "SHARC_*", "torchrun", "Slurm", ... */
-} bootstrap_env_t;
-
-/* One row of the rank table: what every rank tells all others. */
-typedef struct {
-  uint64_t host_hash;            /* equal on one host (see host_identity) */
-  char host[SHARC_HOSTNAME_MAX]; /* host name, for messages */
-  int32_t pid;
-  int32_t rank;
-  net_addr_t addr; /* the rank's data listener (tcp) */
-} peer_info_t;
-
-/* Every environment variable bootstrap_env_read may consult (NULL ends
- * the list), for tests and fuzzers that must start from a clean slate. */
-extern const char *const bootstrap_env_vars[];
-
-/* Reads the launcher environment in the order of sharc.h
- * (sharc_comm_init_env). Errors name the variable and what was wrong.
- * For Slurm, expands the first host of the node list ("n[01-04,07]"). */
-sharc_status_t bootstrap_env_read(bootstrap_env_t *env);
-
-/* First host of a Slurm node list: "a[001-004],b" -> "a001". */
-sharc_status_t bootstrap_slurm_first_host(const char *nodelist, char *out,
-                                          size_t outlen);
 
 /* Creates a unique id: starts a root listener thread on this host (on the
  * SHARC_SOCKET_IFNAME interface, or the address of the host name, or
@@ -80,10 +46,5 @@ sharc_status_t bootstrap_rendezvous(const bootstrap_env_t *env,
  * 0). Listeners bind to such addresses, never to all interfaces. */
 sharc_status_t bootstrap_local_addr(const bootstrap_env_t *env,
                                     net_addr_t *out);
-
-/* Stable identity of this host: hash of SHARC_HOSTID if set, else of the
- * host name, /proc/sys/kernel/random/boot_id and the network namespace
- * (so network namespaces count as separate hosts). */
-uint64_t host_identity(void);
 
 #endif /* SHARC_BOOTSTRAP_H */

@@ -3,13 +3,15 @@
  * environments (SHARC_*, torchrun, Slurm, Open MPI, MPICH's Hydra) in
  * order, Slurm node lists, the job token, and the host identity.
  */
-#include "bootstrap.h"
+#include "bootstrap_env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "net.h"
 
 const char *const bootstrap_env_vars[] = {"SHARC_RANK",
                                           "SHARC_WORLD_SIZE",

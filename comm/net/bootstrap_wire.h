@@ -20,7 +20,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bootstrap.h"
+#include "bootstrap_env.h"
+#include "net.h"
+
+/* One row of the rank table: what every rank tells all others. */
+typedef struct {
+  uint64_t host_hash;            /* equal on one host (see host_identity) */
+  char host[SHARC_HOSTNAME_MAX]; /* host name, for messages */
+  int32_t pid;
+  int32_t rank;
+  net_addr_t addr; /* the rank's data listener (tcp) */
+} peer_info_t;
 
 #define WIRE_MAGIC 0x43524853u /* "SHRC" in memory on little-endian */
 #define WIRE_VERSION 1

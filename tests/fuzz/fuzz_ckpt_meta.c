@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
+#include "ckpt_meta.h"
 
 #define REQUIRE(c)                                                             \
   do {                                                                         \

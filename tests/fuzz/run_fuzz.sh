@@ -35,11 +35,11 @@ if ! command -v "$cc" >/dev/null; then
   exit 2
 fi
 mkdir -p "$out"
+incs=(-I"$root/include" -I"$root/comm/core" -I"$root/comm/net"
+  -I"$root/kernels" -I"$root/topo" -I"$root/shard")
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
   "-fsanitize=fuzzer,address,undefined" -fno-sanitize-recover=undefined
-  -Wall -Wextra -Wno-unused-parameter -Werror
-  -I"$root/include" -I"$root/comm/core" -I"$root/comm/net" -I"$root/kernels" -I"$root/topo"
-  -I"$root/shard")
+  -Wall -Wextra -Wno-unused-parameter -Werror "${incs[@]}")
 core=("$root/comm/core/core.c")
 boot=("$root/comm/net/bootstrap.c" "$root/comm/net/bootstrap_env.c" "$root/comm/net/net.c")
 hwloc_flags=()
@@ -90,8 +90,8 @@ for t in "${targets[@]}"; do
   [ -d "$here/seeds/$t" ] && seeds+=("$here/seeds/$t")
   if grep -q FUZZ_SEED_MAIN "$here/$t.c"; then # seeds that follow the code
     mkdir -p "$out/seeds/$t"
-    "$cc" -std=c11 -D_GNU_SOURCE -DFUZZ_SEED_MAIN -I"$root/include" \
-      -I"$root/comm" -o "$out/${t}_seeds" "$here/$t.c" "${srcs[@]}" -lpthread
+    "$cc" -std=c11 -D_GNU_SOURCE -DFUZZ_SEED_MAIN "${incs[@]}" \
+      -o "$out/${t}_seeds" "$here/$t.c" "${srcs[@]}" -lpthread
     "$out/${t}_seeds" "$out/seeds/$t"
     seeds+=("$out/seeds/$t")
   fi

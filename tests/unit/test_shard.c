@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../shard/ckpt.h"
+#include "../shard/ckpt_meta.h"
 #include "../shard/layout.h"
 #include "unit/expect.h"
 

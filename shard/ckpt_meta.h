@@ -1,11 +1,11 @@
 /*
- * ckpt.h - the checkpoint metadata: what a checkpoint holds (units, their
+ * ckpt_meta.h - the checkpoint metadata: what a checkpoint holds (units, their
  * tensors and shapes, how it was sliced, the optimizer, the step) as a
  * small text file, parsed and printed by pure functions (unit-tested and
  * fuzzed: the file is untrusted input).
  */
-#ifndef SHARC_SHARD_CKPT_H
-#define SHARC_SHARD_CKPT_H
+#ifndef SHARC_SHARD_CKPT_META_H
+#define SHARC_SHARD_CKPT_META_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -67,4 +67,4 @@ uint64_t ckpt_file_bytes(const ckpt_meta_t *m);
 #define CKPT_FNV0 0xcbf29ce484222325ull
 uint64_t ckpt_fnv(uint64_t h, const void *p, size_t len);
 
-#endif /* SHARC_SHARD_CKPT_H */
+#endif /* SHARC_SHARD_CKPT_META_H */

@@ -227,5 +227,5 @@ void check_fail(struct sharc_comm *comm, sharc_status_t st) {
   pthread_mutex_unlock(&comm->err_lock);
   atomic_store(&comm->broken, 1); /* coll_execute fails later calls fast */
   WARN(SUB_COMM, "%s (%s)", comm->broken_msg, sharc_status_name(st));
-  rec_dump(comm, "after this failure");
+  rec_dump(&comm->rec, "after this failure");
 }

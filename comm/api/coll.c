@@ -20,6 +20,7 @@
 #include "dispatch.h"
 #include "exec.h"
 #include "reduce.h"
+#include "registry.h"
 
 uint64_t coll_ticket(struct sharc_comm *comm) {
   pthread_mutex_lock(&comm->order_lock);
@@ -212,7 +213,7 @@ static sharc_status_t run_call(coll_call_t *call) {
   sched_algo_t algo =
       hit ? hit->algo : pick_algo(comm, call->coll, call->count * esize);
   rec_entry_t *rec =
-      rec_start(comm, (int)call->coll, (int)call->dtype, (int)call->op,
+      rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
                 (int)algo, call->root, call->count);
   atomic_store(&comm->rec_cur, rec);
   if (comm->cfg.check) { /* SHARC_CHECK=1: all ranks agree before data moves */

@@ -20,6 +20,7 @@
 #include "comm.h"
 #include "fault.h"
 #include "place.h"
+#include "registry.h"
 #include "schedule.h"
 
 sharc_status_t comm_cfg_load(comm_cfg_t *cfg) {
@@ -65,13 +66,14 @@ static struct sharc_comm *comm_alloc(void) {
   pthread_cond_init(&c->order_cond, NULL);
   c->wake = &c->wake_private;
   c->listen_fd = -1;
+  c->notify_abort = transport_notify_abort_all;
   return c;
 }
 
 static void comm_free(struct sharc_comm *c) {
   if (!c)
     return;
-  rec_unregister(c);
+  rec_unregister(&c->rec);
   uint64_t deadline = time_ns() + SHARC_MIN(timeout_ns(), 10000000000ull);
   transport_teardown_all(c, deadline);
   if (c->listen_fd >= 0)
@@ -237,8 +239,9 @@ static sharc_status_t comm_create(bootstrap_env_t *env, sharc_comm_t *out) {
   h = hash_bytes(h, &c->peers[0].host_hash, sizeof c->peers[0].host_hash);
   int port0 = net_addr_port(&c->peers[0].addr);
   c->uid = hash_bytes(h, &port0, sizeof port0);
+  rec_init(&c->rec, c->uid, c->rank, c->nranks, c->peers, &c->seq);
   CHECK_GOTO(comm_setup(c), st, fail);
-  rec_register(c);
+  rec_register(&c->rec);
   *out = c;
   return SHARC_OK;
 fail:
@@ -374,8 +377,9 @@ sharc_status_t sharc_comm_split(sharc_comm_t comm, int color, int key,
   c->listen_fd = lfd;
   c->listen_addr = laddr;
   lfd = -1;
+  rec_init(&c->rec, c->uid, c->rank, c->nranks, c->peers, &c->seq);
   CHECK_GOTO(comm_setup(c), st, done);
-  rec_register(c);
+  rec_register(&c->rec);
   *newcomm = c;
   c = NULL;
 done:

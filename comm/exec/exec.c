@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "reduce.h"
+#include "registry.h"
 
 typedef struct {
   const sched_op_t *op;

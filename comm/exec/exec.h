@@ -4,8 +4,9 @@
 #ifndef SHARC_EXEC_H
 #define SHARC_EXEC_H
 
-#include "comm.h"
 #include "schedule.h"
+#include "state.h"
+#include "transport.h"
 
 /* Executes s on comm with bufs[SCHED_BUF_SEND/RECV/TMP] (TMP must hold
  * s->tmp_count elements). op SHARC_AVG reduces as a sum (the caller divides).

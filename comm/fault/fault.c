@@ -8,6 +8,7 @@
  * communicators may run on different threads at once.
  */
 #include "fault.h"
+#include "registry.h"
 
 #include <pthread.h>
 #include <signal.h>

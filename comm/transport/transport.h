@@ -3,7 +3,7 @@
  * host), tcp and ib (between hosts), and the registry that the rest of
  * comm/ reaches them through. No file outside comm/transport/ names a
  * transport: selection, setup, teardown, abort notices, the peer boards
- * and fault injection loop over the registry (transport.c) or go through
+ * and fault injection loop over the registry (registry.h) or go through
  * the vtable of the connection at hand (tests/layers checks this).
  *
  * Data moves through FIFOs: one per (sender, receiver, channel). The sender
@@ -146,39 +146,14 @@ static inline void transport_header_sent(int peer, void *hdr, size_t len,
     h(peer, hdr, len, what);
 }
 
-/* The transports themselves: for the registry and the transports' own unit
- * tests; the library reaches them through the functions below. */
+/* The transports themselves: for the registry (registry.h) and the
+ * transports' own unit tests; the library reaches them through the
+ * registry. */
 SHARC_INTERNAL extern const transport_t transport_shm;
 SHARC_INTERNAL extern const transport_t transport_tcp;
 /* InfiniBand / RoCE over libibverbs (transport/ib/ib.c); in a build without
  * libibverbs its setup and connect fail with SHARC_ERR_UNSUPPORTED. */
 SHARC_INTERNAL extern const transport_t transport_ib;
-
-/* ---- the registry (transport.c) ---- */
-
-/* The transport for peers on this host (and for this rank itself). */
-const transport_t *transport_local(void);
-/* The transport of `scope` called `name` (case-insensitive); NULL if none. */
-const transport_t *transport_find(const char *name, transport_scope_t scope);
-/* The names of the transports of `scope`, "a, b or c", written to buf (len
- * bytes, truncated to fit) for messages; returns buf. */
-const char *transport_names(transport_scope_t scope, char *buf, size_t len);
-/* The transport of registry slot id. */
-const transport_t *transport_get(transport_id_t id);
-/* Every transport's teardown, in reverse registry order. */
-void transport_teardown_all(struct sharc_comm *comm, uint64_t deadline_ns);
-/* Every transport's notify_abort (those without state for comm skip it). */
-void transport_notify_abort_all(struct sharc_comm *comm, int failed_rank,
-                                sharc_status_t st);
-/* The peer board over every transport that has one (see above); the
- * queries ask the transport that carries `rank`, with the "not known"
- * answer where it has no board. */
-void transport_publish_progress(struct sharc_comm *comm, uint64_t entered,
-                                uint64_t completed);
-void transport_publish_wait(struct sharc_comm *comm, int peer);
-uint64_t transport_peer_entered(struct sharc_comm *comm, int rank);
-int transport_peer_waiting(struct sharc_comm *comm, int rank);
-void transport_poll_notice(struct sharc_comm *comm);
 
 /* Bytes an op of `bytes` occupies in a FIFO: every op starts 64-byte
  * aligned in the stream so elements never straddle the FIFO wrap. The

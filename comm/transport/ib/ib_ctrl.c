@@ -26,9 +26,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "ib.h"
 #include "net.h"
+#include "state.h"
+#include "transport.h"
 
 #define IBC_MAGIC 0x43494853u /* "SHIC" in memory on little-endian */
 #define IBC_VERSION 1u

@@ -6,8 +6,9 @@
  */
 #ifndef SHARC_HAVE_IBVERBS
 
-#include "comm.h"
 #include "ib.h"
+#include "state.h"
+#include "transport.h"
 
 static sharc_status_t ib_missing(struct sharc_comm *comm) {
   return comm_error(comm, SHARC_ERR_UNSUPPORTED,

@@ -18,8 +18,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "comm.h"
 #include "ib.h"
+#include "state.h"
+#include "transport.h"
 
 typedef struct {
   struct ibv_context *ctx;

@@ -38,8 +38,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "mem.h"
+#include "state.h"
+#include "transport.h"
 
 #define SHM_MAGIC 0x53484152434d454dull /* "SHARCMEM" */
 #define SHM_DIR "/dev/shm"

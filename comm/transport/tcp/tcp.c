@@ -71,9 +71,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "net.h"
+#include "state.h"
 #include "tcp_impl.h"
+#include "transport.h"
 
 /* ---- rings (executor side) -------------------------------------------- */
 
@@ -322,40 +323,6 @@ static void pair_free(tcp_pair_t *p) {
   free(p->txr.buf);
   free(p->rxr.buf);
   free(p);
-}
-
-/* Under st->lock. NULL when out of memory. */
-tcp_pair_t *tcp_pair_get(struct tcp_state *st, int peer, int chan) {
-  tcp_pair_t **slot = &st->peers[peer].chan[chan];
-  if (*slot)
-    return *slot;
-  void *mem = NULL, *tb = NULL, *rb = NULL;
-  if (posix_memalign(&mem, 64, sizeof(tcp_pair_t)) ||
-      posix_memalign(&tb, 64, st->fifo_bytes) ||
-      posix_memalign(&rb, 64, st->fifo_bytes)) {
-    free(mem);
-    free(tb);
-    return NULL;
-  }
-  tcp_pair_t *p = mem;
-  memset(p, 0, sizeof *p);
-  p->txr.buf = tb;
-  p->rxr.buf = rb;
-  p->txr.size = p->rxr.size = st->fifo_bytes;
-  atomic_init(&p->rxr.armed, 1); /* polled for POLLIN as soon as bound */
-  p->tx = (tcp_conn_t){
-      {.tp = &transport_tcp, .peer = peer, .chan = chan, .is_send = 1}, p};
-  p->rx = (tcp_conn_t){
-      {.tp = &transport_tcp, .peer = peer, .chan = chan, .is_send = 0}, p};
-  p->st = st;
-  p->peer = peer;
-  p->chan = chan;
-  p->fd = -1;
-  p->rx_fd = -1;
-  p->rx_lowat = 1;
-  pthread_mutex_init(&p->rx_lock, NULL);
-  *slot = p;
-  return p;
 }
 
 /* ---- failures ------------------------------------------------------------ */
@@ -756,6 +723,7 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
    * ring: only where the ring can hold it. */
   st->direct_recv = comm->cfg.slice + 64 <= fifo ? st->direct_bytes : SIZE_MAX;
   st->comm = comm;
+  st->vt = &transport_tcp;
   st->nchan = nchan;
   st->fifo_bytes = fifo;
   st->efd = -1;

@@ -9,11 +9,45 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "tcp_impl.h"
+
+tcp_pair_t *tcp_pair_get(struct tcp_state *st, int peer, int chan) {
+  tcp_pair_t **slot = &st->peers[peer].chan[chan];
+  if (*slot)
+    return *slot;
+  void *mem = NULL, *tb = NULL, *rb = NULL;
+  if (posix_memalign(&mem, 64, sizeof(tcp_pair_t)) ||
+      posix_memalign(&tb, 64, st->fifo_bytes) ||
+      posix_memalign(&rb, 64, st->fifo_bytes)) {
+    free(mem);
+    free(tb);
+    return NULL;
+  }
+  tcp_pair_t *p = mem;
+  memset(p, 0, sizeof *p);
+  p->txr.buf = tb;
+  p->rxr.buf = rb;
+  p->txr.size = p->rxr.size = st->fifo_bytes;
+  atomic_init(&p->rxr.armed, 1); /* polled for POLLIN as soon as bound */
+  p->tx =
+      (tcp_conn_t){{.tp = st->vt, .peer = peer, .chan = chan, .is_send = 1}, p};
+  p->rx =
+      (tcp_conn_t){{.tp = st->vt, .peer = peer, .chan = chan, .is_send = 0}, p};
+  p->st = st;
+  p->peer = peer;
+  p->chan = chan;
+  p->fd = -1;
+  p->rx_fd = -1;
+  p->rx_lowat = 1;
+  pthread_mutex_init(&p->rx_lock, NULL);
+  *slot = p;
+  return p;
+}
 
 /* ---- progress thread: accepting -------------------------------------------
  */

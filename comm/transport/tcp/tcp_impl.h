@@ -12,8 +12,9 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "net.h"
+#include "state.h"
+#include "transport.h"
 
 #define TCP_MAGIC 0x53484354u /* "SHCT" */
 #define TCP_CTRL_MAGIC 0x53484341u
@@ -100,6 +101,7 @@ typedef struct {
 
 struct tcp_state {
   struct sharc_comm *comm;
+  const transport_t *vt; /* &transport_tcp: the vtable of its connections */
   size_t fifo_bytes;
   size_t direct_bytes; /* SHARC_TCP_DIRECT_BYTES; SIZE_MAX: never */
   size_t direct_recv;  /* receives: the same, or SIZE_MAX (see tcp_setup) */
@@ -135,6 +137,8 @@ static inline const char *tcp_addr_of(struct sharc_comm *comm, int peer,
 
 /* Under st->lock: the pair for (peer, chan), made on first use (its rings
  * work before a socket is bound). NULL when out of memory. (tcp.c) */
+/* The pair of (peer, chan), made on first use (tcp_conn.c). Under st->lock.
+ * NULL when out of memory. */
 tcp_pair_t *tcp_pair_get(struct tcp_state *st, int peer, int chan);
 
 /* Progress thread (tcp_conn.c): accept what the listener has, read the

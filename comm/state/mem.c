@@ -1,10 +1,12 @@
 /*
- * mem.c - sharc_mem_alloc / sharc_mem_free: host memory backed by a
- * memfd, so same-host peers can map it through /proc/<pid>/fd; and
- * sharc_mem_register for memory the caller owns, which peers read with
- * process_vm_readv. The registry below is what the shm transport consults
- * to send in place (see shm.c). Registered device memory (cudaMalloc) keeps
- * its allocation's CUDA IPC handle here for the IPC path (devipc.c).
+ * mem.c - the process's memory registry: sharc_mem_alloc / sharc_mem_free
+ * (host memory backed by a memfd, so same-host peers can map it through
+ * /proc/<pid>/fd), the regions sharc_mem_register adds (memory the caller
+ * owns, which peers read with process_vm_readv; api/mem_register.c asks
+ * the GPU layer first whether it is device memory) and
+ * sharc_mem_deregister. The transports consult it to send in place (shm,
+ * ib); registered device memory keeps its allocation's CUDA IPC handle here
+ * for the IPC path (gpu/devipc.c). Calls nothing above it.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,8 +16,6 @@
 #include <unistd.h>
 
 #include "core.h"
-#include "devipc.h"
-#include "devstream.h"
 #include "mem.h"
 
 typedef struct mem_region {
@@ -109,19 +109,8 @@ sharc_status_t sharc_mem_free(void *ptr) {
   return SHARC_OK;
 }
 
-sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
-  if (!ptr || bytes == 0)
-    return err_set(SHARC_ERR_INVALID_ARG, "sharc_mem_register: %s",
-                   !ptr ? "ptr is NULL" : "bytes is 0");
+sharc_status_t mem_add_region(void *ptr, size_t bytes, const mem_dev_t *dev) {
   uintptr_t a = (uintptr_t)ptr;
-  if (bytes > UINTPTR_MAX - a)
-    return err_set(SHARC_ERR_INVALID_ARG,
-                   "sharc_mem_register: %zu bytes at %p wrap the address space",
-                   bytes, ptr);
-  /* Device memory: its allocation and IPC handle, asked of CUDA once. */
-  mem_dev_t dev = {.device = -1};
-  if (dev_is_device_ptr(ptr))
-    CHECK(devipc_describe(ptr, bytes, &dev));
   mem_region_t *r = calloc(1, sizeof *r);
   if (!r)
     return err_set(SHARC_ERR_NO_MEM, "sharc_mem_register: out of memory");
@@ -137,7 +126,7 @@ sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
                      ptr, bytes, q->ptr, q->bytes);
     }
   }
-  *r = (mem_region_t){mem_regions, ptr, bytes, -1, mem_next_id++, dev};
+  *r = (mem_region_t){mem_regions, ptr, bytes, -1, mem_next_id++, *dev};
   mem_regions = r;
   pthread_mutex_unlock(&mem_lock);
   return SHARC_OK;

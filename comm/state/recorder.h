@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bootstrap_wire.h"
+
 #define REC_SIZE 32 /* entries kept */
 #define REC_DUMP 8  /* entries printed (the newest) */
 
@@ -34,20 +36,26 @@ typedef struct {
 
 typedef struct {
   rec_entry_t e[REC_SIZE];
+  /* whose recorder (rec_init): for the dump's header and peer names */
+  uint64_t uid;
+  int rank, nranks;
+  const peer_info_t *peers;    /* [nranks] */
+  const _Atomic uint64_t *seq; /* collectives the communicator ran */
 } recorder_t;
 
-struct sharc_comm;
-
-/* Starts the entry of collective comm->seq and returns it. */
-rec_entry_t *rec_start(struct sharc_comm *comm, int coll, int dtype, int op,
-                       int algo, int root, size_t count);
+/* Says whose recorder r is; the pointers must outlive it. */
+void rec_init(recorder_t *r, uint64_t uid, int rank, int nranks,
+              const peer_info_t *peers, const _Atomic uint64_t *seq);
+/* Starts the entry of collective *r->seq and returns it. */
+rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
+                       int root, size_t count);
 void rec_end(rec_entry_t *e, int status);
-/* Prints the newest REC_DUMP entries of comm's recorder at WARN level,
- * oldest first, with a reason. */
-void rec_dump(struct sharc_comm *comm, const char *why);
-/* Registers comm for SIGUSR1 dumps (installs the handler once, unless the
+/* Prints the newest REC_DUMP entries of r at WARN level, oldest first,
+ * with a reason. */
+void rec_dump(const recorder_t *r, const char *why);
+/* Registers r for SIGUSR1 dumps (installs the handler once, unless the
  * program has its own) / unregisters it before it is freed. */
-void rec_register(struct sharc_comm *comm);
-void rec_unregister(struct sharc_comm *comm);
+void rec_register(const recorder_t *r);
+void rec_unregister(const recorder_t *r);
 
 #endif /* SHARC_RECORDER_H */

@@ -15,16 +15,25 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "core.h"
 #include "schedule.h"
 
 #define SET(f, v) atomic_store_explicit(&e->f, v, memory_order_relaxed)
 #define GET(f) atomic_load_explicit(&e->f, memory_order_relaxed)
 
-rec_entry_t *rec_start(struct sharc_comm *comm, int coll, int dtype, int op,
-                       int algo, int root, size_t count) {
-  uint64_t seq = atomic_load_explicit(&comm->seq, memory_order_relaxed);
-  rec_entry_t *e = &comm->rec.e[seq % REC_SIZE];
+void rec_init(recorder_t *r, uint64_t uid, int rank, int nranks,
+              const peer_info_t *peers, const _Atomic uint64_t *seq) {
+  r->uid = uid;
+  r->rank = rank;
+  r->nranks = nranks;
+  r->peers = peers;
+  r->seq = seq;
+}
+
+rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
+                       int root, size_t count) {
+  uint64_t seq = atomic_load_explicit(r->seq, memory_order_relaxed);
+  rec_entry_t *e = &r->e[seq % REC_SIZE];
   atomic_store(&e->state, 0);
   SET(seq, seq);
   SET(coll, coll);
@@ -49,17 +58,19 @@ void rec_end(rec_entry_t *e, int status) {
   atomic_store(&e->state, status == SHARC_OK ? REC_DONE : REC_FAILED);
 }
 
-void rec_dump(struct sharc_comm *comm, const char *why) {
+void rec_dump(const recorder_t *r, const char *why) {
+  if (!r->seq)
+    return; /* not rec_init'ed yet: nothing ran */
   uint64_t now = time_ns(),
-           last = atomic_load_explicit(&comm->seq, memory_order_relaxed) + 1;
+           last = atomic_load_explicit(r->seq, memory_order_relaxed) + 1;
   uint64_t first = last > REC_DUMP ? last - REC_DUMP : 0;
   WARN(SUB_COMM,
        "flight recorder of comm %016llx (rank %d of %d), %s; last %d "
        "collectives:",
-       (unsigned long long)comm->uid, comm->rank, comm->nranks, why,
+       (unsigned long long)r->uid, r->rank, r->nranks, why,
        (int)(last - first));
   for (uint64_t s = first; s < last; s++) {
-    rec_entry_t *e = &comm->rec.e[s % REC_SIZE];
+    const rec_entry_t *e = &r->e[s % REC_SIZE];
     int state = atomic_load(&e->state);
     if (!state || GET(seq) != s)
       continue;
@@ -78,9 +89,9 @@ void rec_dump(struct sharc_comm *comm, const char *why) {
     if (state == REC_RUNNING) {
       int w = GET(waiting_on);
       char on[128] = "";
-      if (w >= 0 && w < comm->nranks)
+      if (w >= 0 && w < r->nranks && r->peers)
         snprintf(on, sizeof on, ", waiting on rank %d (host %s)", w,
-                 comm->peers[w].host);
+                 r->peers[w].host);
       WARN(SUB_COMM, "recorder: %s: running for %.3f s%s", what,
            (double)(now - t0) / 1e9, on);
     } else {
@@ -89,9 +100,9 @@ void rec_dump(struct sharc_comm *comm, const char *why) {
        * on */
       int w = state == REC_DONE ? -1 : GET(waiting_on);
       char on[128] = "";
-      if (w >= 0 && w < comm->nranks)
+      if (w >= 0 && w < r->nranks && r->peers)
         snprintf(on, sizeof on, ", waiting on rank %d (host %s)", w,
-                 comm->peers[w].host);
+                 r->peers[w].host);
       WARN(SUB_COMM, "recorder: %s: %s after %.1f us%s%s%s", what,
            state == REC_DONE ? "done" : "failed",
            (double)(GET(t_end_ns) - t0) / 1e3,
@@ -105,7 +116,7 @@ void rec_dump(struct sharc_comm *comm, const char *why) {
 
 typedef struct reg_node {
   struct reg_node *next;
-  struct sharc_comm *comm;
+  const recorder_t *rec;
 } reg_node_t;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -134,7 +145,7 @@ static void *dumper(void *arg) {
       return NULL;
     pthread_mutex_lock(&reg_lock);
     for (reg_node_t *r = reg_head; r; r = r->next)
-      rec_dump(r->comm, "on SIGUSR1");
+      rec_dump(r->rec, "on SIGUSR1");
     pthread_mutex_unlock(&reg_lock);
   }
 }
@@ -164,22 +175,22 @@ static void sig_init(void) {
   sigaction(SIGUSR1, &sa, NULL);
 }
 
-void rec_register(struct sharc_comm *comm) {
+void rec_register(const recorder_t *rec) {
   pthread_once(&sig_once, sig_init);
   reg_node_t *r = malloc(sizeof *r);
   if (!r)
     return;
-  r->comm = comm;
+  r->rec = rec;
   pthread_mutex_lock(&reg_lock);
   r->next = reg_head;
   reg_head = r;
   pthread_mutex_unlock(&reg_lock);
 }
 
-void rec_unregister(struct sharc_comm *comm) {
+void rec_unregister(const recorder_t *rec) {
   pthread_mutex_lock(&reg_lock);
   for (reg_node_t **pp = &reg_head; *pp; pp = &(*pp)->next)
-    if ((*pp)->comm == comm) {
+    if ((*pp)->rec == rec) {
       reg_node_t *r = *pp;
       *pp = r->next;
       free(r);

@@ -1,6 +1,6 @@
 /*
- * wake.c - blocking without burning cores (docs/design.md, decision 7), and the
- * failure notice every transport raises.
+ * state.c - blocking without burning cores (docs/design.md, decision 7), and
+ * the failure notice every transport raises.
  *
  * A waiting executor reads its doorbell, polls its FIFOs, and if nothing
  * moved it announces `sleeping` and futex-waits on the doorbell. Whoever
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "state.h"
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val,
                   const struct timespec *ts) {
@@ -108,7 +108,8 @@ void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
    * (not when the program itself aborted the communicator). */
   WARN(SUB_COMM, "%s (%s)", why, sharc_status_name(st));
   if (st != SHARC_ERR_ABORTED || failed_rank != comm->rank)
-    rec_dump(comm, "after this failure");
-  transport_notify_abort_all(comm, failed_rank, st);
+    rec_dump(&comm->rec, "after this failure");
+  if (comm->notify_abort)
+    comm->notify_abort(comm, failed_rank, st);
   comm_wake(comm);
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core.h"
+
 typedef enum {
   MEM_ALLOCATED = 1, /* sharc_mem_alloc: memfd peers can map */
   MEM_REGISTERED = 2 /* sharc_mem_register: peers read it with
@@ -48,5 +50,11 @@ int mem_find_device(const void *p, size_t len, mem_dev_t *out);
  * keeps its mappings of this process's registered regions until the number
  * it sees moves. */
 uint64_t mem_dev_epoch(void);
+
+/* Adds [ptr, ptr + bytes), memory the caller owns, as sharc_mem_register
+ * does once it has asked whether it is device memory (dev->device >= 0,
+ * with its allocation and IPC handle) or not (dev->device = -1).
+ * SHARC_ERR_INVALID_ARG when it overlaps a region already known. */
+sharc_status_t mem_add_region(void *ptr, size_t bytes, const mem_dev_t *dev);
 
 #endif /* SHARC_MEM_H */

@@ -24,6 +24,9 @@
  * injected: a write whose retries run out, and a port going down.
  */
 #include "ib.h"
+#include "ib_ctrl.h"
+#include "ib_dev.h"
+#include "ib_track.h"
 #include "unit/expect.h"
 #include "unit/transport_contract.h"
 

@@ -9,6 +9,9 @@
 #include <sys/eventfd.h>
 
 #include "ib.h"
+#include "ib_ctrl.h"
+#include "ib_dev.h"
+#include "ib_track.h"
 #include "unit/expect.h"
 #include "unit/transport_contract.h"
 

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "ib.h"
+#include "ib_ctrl.h"
+#include "ib_dev.h"
+#include "ib_track.h"
 #include "unit/expect.h"
 
 /* ---- SHARC_IB_HCA ---------------------------------------------------------

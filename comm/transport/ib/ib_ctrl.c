@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ib.h"
+#include "ib_ctrl.h"
 #include "net.h"
 #include "state.h"
 #include "transport.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ib.h"
+#include "ib_dev.h"
 
 /* ---- SHARC_IB_HCA ---------------------------------------------------------
  */
@@ -253,7 +253,7 @@ int ib_peermem_loaded(const char *root) {
 /* ---- opening the device (verbs) ------------------------------------------ */
 
 #ifdef SHARC_HAVE_IBVERBS
-#include "ib_verbs.h"
+#include "state.h"
 
 /* Gb/s of one lane (IBTA encoding of active_speed) times the lanes. */
 static double port_gbps(const struct ibv_port_attr *a) {

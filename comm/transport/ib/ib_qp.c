@@ -107,10 +107,10 @@ sharc_status_t ib_pair_create(struct ib_state *st, int peer, int chan,
   p->peer = peer;
   p->chan = chan;
   p->nqp = st->nqp;
-  p->tx = (ib_conn_t){
-      {.tp = &transport_ib, .peer = peer, .chan = chan, .is_send = 1}, p};
-  p->rx = (ib_conn_t){
-      {.tp = &transport_ib, .peer = peer, .chan = chan, .is_send = 0}, p};
+  p->tx =
+      (ib_conn_t){{.tp = st->vt, .peer = peer, .chan = chan, .is_send = 1}, p};
+  p->rx =
+      (ib_conn_t){{.tp = st->vt, .peer = peer, .chan = chan, .is_send = 0}, p};
   pthread_mutex_init(&p->lock, NULL);
   /* Per QP: IB_QP_WRITES data writes each way; on QP 0 also the control
    * writes (credit, want, wake), kept within the slack by ib.c. */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ib.h"
+#include "ib_track.h"
 
 /* ---- order of completions -------------------------------------------------
  * Write k goes to QP k % nqp, and QP q completes its writes in order, so

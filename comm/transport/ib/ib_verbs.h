@@ -18,31 +18,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "ib.h"
+#include "ib_ctrl.h"
+#include "ib_dev.h"
+#include "ib_track.h"
 #include "state.h"
 #include "transport.h"
-
-typedef struct {
-  struct ibv_context *ctx;
-  struct ibv_pd *pd;
-  char name[IB_NAME_MAX];
-  int port;
-  int ethernet; /* RoCE: route by GID; else InfiniBand: by LID */
-  int global;   /* address with a GRH (RoCE, or SHARC_IB_GID_INDEX set) */
-  uint16_t lid;
-  int gid_index, gid_type;
-  uint8_t gid[16];
-  enum ibv_mtu mtu; /* the port's active MTU */
-  double gbps;
-  int ncand, near; /* how many ports could be used; nearness of this one */
-} ib_dev_t;
-
-/* Enumerates, filters by SHARC_IB_HCA, picks (ib_pick_port), opens the
- * device, allocates its PD and chooses the GID. Errors name what was seen
- * and what to do. */
-sharc_status_t ib_dev_open(struct sharc_comm *comm, ib_dev_t *d);
-/* PD, then context. Safe on a partly opened d. */
-void ib_dev_close(ib_dev_t *d);
 
 /* What one side tells the other about a pair, through the control socket
  * (native byte order: both ends run the same build). */
@@ -131,6 +111,7 @@ typedef struct ib_pair {
 
 struct ib_state {
   struct sharc_comm *comm;
+  const transport_t *vt; /* &transport_ib: the vtable of its connections */
   ib_dev_t dev;
   ibc_t *ctrl;
   struct ibv_comp_channel *chan;
@@ -174,7 +155,7 @@ int ib_post_recv(ib_pair_t *p, int q);
 /* QPs, CQ (after acknowledging its events), MRs, memory. */
 void ib_pair_destroy(ib_pair_t *p);
 
-/* ---- shared by the data path (ib.c) and the completions (ib_cq.c) ------- */
+/* ---- shared by the data path (ib.c, ib_tx.c) and the completions (ib_cq.c) */
 
 /* The immediate of a write: its kind (IMM_*) in the top 2 bits, an end
  * offset or a consumed count modulo 2^30 below. */
@@ -196,16 +177,20 @@ static inline const char *host_of(struct ib_state *st, int peer) {
   return st->comm->peers[peer].host;
 }
 
-/* ib.c. Under p->lock: marks the pair failed (the first reason wins) and
+/* ib_tx.c. Under p->lock: marks the pair failed (the first reason wins) and
  * the communicator with it. */
 void ib_pair_fail(ib_pair_t *p, sharc_status_t s, int failed_rank,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* ib.c. Under p->lock: posts the due control writes (WANT, WAKE, credit)
+/* ib_tx.c. Under p->lock: posts the due control writes (WANT, WAKE, credit)
  * that fit in QP 0's send queue. */
 void ib_ctl_flush(ib_pair_t *p);
-/* ib.c. Under p->lock: posts committed bytes as far as credit and the
+/* ib_tx.c. Under p->lock: posts committed bytes as far as credit and the
  * send queues allow; asks for credit when that is what blocks. */
 void ib_tx_pump(ib_pair_t *p);
+/* ib_tx.c. Wakes the progress thread (its eventfd). */
+void ib_kick(struct ib_state *st);
+/* ib_tx.c. Bytes of this pair's tx ring the peer has released. */
+uint64_t ib_credit_now(ib_pair_t *p);
 /* ib_cq.c. Progress thread: takes the completion channel's events, re-arms
  * and drains each CQ; rings the comm's doorbell if the executor should
  * look again. */

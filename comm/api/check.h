@@ -9,7 +9,7 @@
 #ifndef SHARC_CHECK_H
 #define SHARC_CHECK_H
 
-#include "coll.h"
+#include "call.h"
 
 /* Exchanges and compares the signature of call (fn: the public name, for
  * messages) on call->comm, through the executor, so waits stay bounded by

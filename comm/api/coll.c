@@ -16,11 +16,12 @@
 #include "check.h"
 #include "cost.h"
 #include "devipc.h"
-#include "devstream.h" /* dev_is_device_ptr, stream_is_cuda */
+#include "devstream.h" /* dev_is_device_ptr */
 #include "dispatch.h"
 #include "exec.h"
 #include "reduce.h"
 #include "registry.h"
+#include "stream.h"
 
 uint64_t coll_ticket(struct sharc_comm *comm) {
   pthread_mutex_lock(&comm->order_lock);
@@ -55,35 +56,6 @@ void coll_drain(struct sharc_comm *comm) {
   pthread_mutex_unlock(&comm->order_lock);
 }
 
-/* SHARC_ALGO / SHARC_TREE_MAX_BYTES / cost model (comm->cfg). */
-static sched_algo_t pick_algo(struct sharc_comm *comm, sched_coll_t coll,
-                              size_t bytes) {
-  const comm_cfg_t *c = &comm->cfg;
-  double alpha = c->alpha_us, beta = c->beta_gbs;
-  sched_links_t links = {comm->nhosts, comm->local_max, alpha,
-                         beta,         c->net_alpha_us, c->net_beta_gbs};
-  if (c->algo == COMM_ALGO_AUTO) {
-    if (c->tree_max > 0)
-      return bytes <= (size_t)c->tree_max ? SCHED_ALGO_TREE : SCHED_ALGO_RING;
-    return sched_pick_links(coll, comm->nranks, bytes, &links);
-  }
-  if (c->algo == COMM_ALGO_TREE_FAMILY) {
-    if (coll != SCHED_ALL_REDUCE)
-      return SCHED_ALGO_TREE;
-    /* For all-reduce: the cheapest of the family's three members. */
-    sched_algo_t best = SCHED_ALGO_TREE;
-    const sched_algo_t fam[] = {SCHED_ALGO_RABENSEIFNER, SCHED_ALGO_DBTREE};
-    for (int i = 0; i < 2; i++)
-      if (sched_cost_links_us(fam[i], coll, comm->nranks, bytes, &links) <
-          sched_cost_links_us(best, coll, comm->nranks, bytes, &links))
-        best = fam[i];
-    return best;
-  }
-  return sched_algo_supports((sched_algo_t)c->algo, coll)
-             ? (sched_algo_t)c->algo
-             : sched_pick_links(coll, comm->nranks, bytes, &links);
-}
-
 static sharc_status_t ensure_tmp(struct sharc_comm *comm, size_t bytes) {
   if (bytes <= comm->tmp_bytes)
     return SHARC_OK;
@@ -96,54 +68,9 @@ static sharc_status_t ensure_tmp(struct sharc_comm *comm, size_t bytes) {
   return SHARC_OK;
 }
 
-static int is_inplace(const coll_call_t *c, size_t esize) {
-  const uint8_t *s = c->sendbuf, *r = c->recvbuf;
-  size_t off = (size_t)c->comm->rank * c->count * esize;
-  switch (c->coll) {
-  case SCHED_ALL_GATHER:
-    return s == r + off;
-  case SCHED_REDUCE_SCATTER:
-    return r == s + off;
-  case SCHED_ALL_REDUCE:
-  case SCHED_BROADCAST:
-    return s == r;
-  default:
-    return 0;
-  }
-}
-
-/* The cache key of call: everything its schedule depends on besides
- * comm's constants (schedule.h). */
-static sched_key_t call_key(const coll_call_t *call, size_t esize) {
-  sched_key_t key = {.coll = call->coll,
-                     .root = call->coll == SCHED_BROADCAST ? call->root : 0,
-                     .inplace = is_inplace(call, esize),
-                     .count = call->count,
-                     .esize = esize};
-  return key;
-}
-
 /* Builds the schedule of call with algo into *built and caches it unless
  * it is large; *out: the schedule to run (in the cache or *built, which
  * the caller frees either way). */
-static sched_args_t call_args(const coll_call_t *call, const sched_key_t *key) {
-  struct sharc_comm *comm = call->comm;
-  size_t bytes = key->count * key->esize;
-  sched_args_t args = {
-      .coll = call->coll,
-      .rank = comm->rank,
-      .nranks = comm->nranks,
-      .count = key->count,
-      .root = key->root,
-      .inplace = key->inplace,
-      .nchan = bytes >= 262144 ? comm->nchan : 1,
-      .chunk = SHARC_MAX((size_t)65536 / key->esize, 1),
-      .host_of = comm->host_of,
-      .order = comm->ring_order,
-  };
-  return args;
-}
-
 static sharc_status_t build_schedule(coll_call_t *call, const sched_key_t *key,
                                      sched_algo_t algo, sched_t *built,
                                      const sched_t **out) {
@@ -200,7 +127,8 @@ static sharc_status_t run_step(coll_call_t *call) {
   const sched_cache_slot_t *hit =
       sched_cache_get(&call->comm->sched_cache, &key);
   sched_algo_t algo =
-      hit ? hit->algo : pick_algo(call->comm, call->coll, call->count * esize);
+      hit ? hit->algo
+          : call_pick_algo(call->comm, call->coll, call->count * esize);
   return run_sched(call, &key, hit, algo, 0);
 }
 
@@ -211,7 +139,7 @@ static sharc_status_t run_call(coll_call_t *call) {
   sched_key_t key = call_key(call, esize);
   const sched_cache_slot_t *hit = sched_cache_get(&comm->sched_cache, &key);
   sched_algo_t algo =
-      hit ? hit->algo : pick_algo(comm, call->coll, call->count * esize);
+      hit ? hit->algo : call_pick_algo(comm, call->coll, call->count * esize);
   rec_entry_t *rec =
       rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
                 (int)algo, call->root, call->count);
@@ -240,15 +168,6 @@ static sharc_status_t run_call(coll_call_t *call) {
   atomic_store(&comm->rec_cur, NULL);
   rec_end(rec, st);
   return st;
-}
-
-sharc_status_t coll_plan(const coll_call_t *call, sched_t *out) {
-  size_t esize = sharc_dtype_size(call->dtype);
-  sched_key_t key = call_key(call, esize);
-  sched_args_t args = call_args(call, &key);
-  sched_init(out);
-  return sched_build(pick_algo(call->comm, call->coll, call->count * esize),
-                     &args, out);
 }
 
 sharc_status_t coll_execute(coll_call_t *call) {
@@ -314,7 +233,7 @@ static sharc_status_t validate(const coll_call_t *c) {
   if (!c->recvbuf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: recvbuf is NULL with count %zu", fn, c->count);
-  if (need_send && !is_inplace(c, esize)) {
+  if (need_send && !call_inplace(c, esize)) {
     size_t sbytes =
         c->count * esize * (c->coll == SCHED_REDUCE_SCATTER ? per : 1);
     size_t rbytes = c->count * esize * (c->coll == SCHED_ALL_GATHER ? per : 1);
@@ -347,6 +266,9 @@ static sharc_status_t check_host_memory(const coll_call_t *c,
                     stream ? "a host stream" : "no stream (blocking)");
 }
 
+/* How a host stream's worker runs the collectives enqueued on it. */
+static const stream_ops_t coll_stream_ops = {coll_execute, coll_skip};
+
 static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   CHECK(validate(call));
   if (call->count == 0 && call->coll != SCHED_BARRIER)
@@ -354,7 +276,7 @@ static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   CHECK(check_host_memory(call, stream));
   call->ticket = coll_ticket(call->comm);
   if (stream)
-    return stream_enqueue(stream, call);
+    return stream_enqueue(stream, call, &coll_stream_ops);
   return coll_execute(call);
 }
 

@@ -477,10 +477,4 @@ QUERY(sharc_comm_local_size, local_size)
 QUERY(sharc_comm_nhosts, nhosts)
 #undef QUERY
 
-const char *sharc_comm_last_error(sharc_comm_t comm) {
-  if (!comm)
-    return err_last();
-  return comm->last_error;
-}
-
 const char *sharc_last_error(void) { return err_last(); }

@@ -21,12 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
 #include "devstream.h"
+#include "stream.h"
 
 typedef struct work {
   struct work *next;
   coll_call_t call;
+  const stream_ops_t *ops; /* how a collective runs or is passed */
   void (*host_fn)(void *); /* non-NULL: a host function, not a collective */
   void *host_arg;
   /* a call staged for a CUDA stream: its state, stored right after the
@@ -97,12 +98,12 @@ static void *stream_main(void *arg) {
       const char *msg = NULL;
       if (w->dev && (st = dev_ready(w->dev)) != SHARC_OK) {
         msg = err_last(); /* the send data never reached staging */
-        coll_skip(&w->call);
+        w->ops->skip(&w->call);
       } else if (w->host_fn) { /* runs even after an error: it may free */
         w->host_fn(w->host_arg);
       } else if (s->err != SHARC_OK) { /* sticky: skip, keep the order */
-        coll_skip(&w->call);
-      } else if ((st = coll_execute(&w->call)) != SHARC_OK) {
+        w->ops->skip(&w->call);
+      } else if ((st = w->ops->run(&w->call)) != SHARC_OK) {
         msg = sharc_comm_last_error(w->call.comm);
       }
       if (w->dev) { /* always: the CUDA stream waits for it */
@@ -174,15 +175,17 @@ static sharc_status_t push(struct sharc_stream *s, work_t *w);
 
 int stream_is_cuda(sharc_stream_t s) { return s && s->dev; }
 
-sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
+sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call,
+                              const stream_ops_t *ops) {
   work_t *w = malloc(sizeof *w + (s->dev ? sizeof(dev_work_t) : 0));
   if (!w) {
     coll_call_t skip = *call;
-    coll_skip(&skip); /* keep the comm's order moving */
+    ops->skip(&skip); /* keep the comm's order moving */
     return err_set(SHARC_ERR_NO_MEM, "stream: out of memory");
   }
   w->next = NULL;
   w->call = *call;
+  w->ops = ops;
   w->host_fn = NULL;
   w->host_arg = NULL;
   w->dev = NULL;
@@ -198,7 +201,7 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call) {
     push(s, w); /* w belongs to the worker now */
   pthread_mutex_unlock(&s->enq_lock);
   if (!queued) {
-    coll_skip(&w->call); /* keep the comm's order moving */
+    ops->skip(&w->call); /* keep the comm's order moving */
     free(w);
   }
   return st;

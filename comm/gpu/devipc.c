@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devstream.h"
+#include "devptr.h"
 
 int devipc_wanted(const struct sharc_comm *comm) {
   const char *path = param_str(PARAM_CUDA_PATH);
@@ -701,10 +701,10 @@ sharc_status_t devipc_run(coll_call_t *call,
                   .n = comm->nranks,
                   .esize = sharc_dtype_size(call->dtype)};
   c.cb = call->count * c.esize;
-  void *ev = NULL;
-  c.cs =
-      (cudaStream_t)dev_stream_ipc((dev_stream_t *)call->ipc, &c.device, &ev);
-  c.ev = (cudaEvent_t)ev;
+  const devipc_ctx_t *ctx = call->ipc;
+  c.device = ctx->device;
+  c.cs = (cudaStream_t)ctx->stream;
+  c.ev = (cudaEvent_t)ctx->event;
   /* The worker's device, whatever a host function on the stream set. */
   if (cudaSetDevice(c.device) != cudaSuccess)
     (void)cudaGetLastError();

@@ -31,8 +31,18 @@
 #ifndef SHARC_COMM_DEVIPC_H
 #define SHARC_COMM_DEVIPC_H
 
-#include "coll.h"
+#include "call.h"
 #include "mem.h"
+
+/* A CUDA stream's IPC-path context (devstream.c makes it with the first
+ * call that takes the path; coll_call_t.ipc points to it): the stream's
+ * device, the internal CUDA stream the copies run on and the
+ * blocking-sync event to wait on it. */
+typedef struct {
+  int device;
+  void *stream; /* cudaStream_t */
+  void *event;  /* cudaEvent_t */
+} devipc_ctx_t;
 
 /* 1 if comm's collectives on CUDA streams take the IPC path: SHARC_CUDA_PATH
  * is ipc and all of comm's ranks are on one host. */

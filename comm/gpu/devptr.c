@@ -1,10 +1,12 @@
 /*
- * devptr.c - which memory a pointer is (devstream.h): the collectives'
+ * devptr.c - which memory a pointer is (devptr.h): the collectives'
  * argument checks ask for every call, so a process that never used CUDA
  * gets its answer without initialising CUDA, for the cost of one
  * dynamic-loader lookup.
  */
-#include "devstream.h"
+#include "devptr.h"
+
+#include <stdio.h>
 
 #ifdef SHARC_HAVE_CUDA
 
@@ -14,6 +16,24 @@
 #include <stdatomic.h>
 
 int dev_have_cuda(void) { return 1; }
+
+void *dev_driver_entry(const char *sym, unsigned long long flags, char *why,
+                       size_t n) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  cudaError_t e = cudaGetDriverEntryPointByVersion(sym, &fn, 12000, flags, &q);
+#else
+  cudaError_t e = cudaGetDriverEntryPoint(sym, &fn, flags, &q);
+#endif
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+    (void)cudaGetLastError();
+    snprintf(why, n, "the driver has no %s (%s, query %d)", sym,
+             cudaGetErrorName(e), (int)q);
+    return NULL;
+  }
+  return fn;
+}
 
 /* 1 device memory (or managed), 0 host memory or unknown to CUDA. */
 static int is_device(const void *p) {
@@ -83,6 +103,13 @@ int dev_first_device_ptr(const void *a, const void *b) {
 #else /* !SHARC_HAVE_CUDA: CPU-only build */
 
 int dev_have_cuda(void) { return 0; }
+
+void *dev_driver_entry(const char *sym, unsigned long long flags, char *why,
+                       size_t n) {
+  (void)flags;
+  snprintf(why, n, "%s: built without CUDA", sym);
+  return NULL;
+}
 
 int dev_is_device_ptr(const void *p) {
   (void)p;

@@ -106,6 +106,7 @@ struct dev_stream {
    * the worker sleeps on; made by the first IPC call (dev_stage) */
   cudaStream_t ipc_cs;
   cudaEvent_t ipc_ev;
+  devipc_ctx_t ipc_ctx; /* what call->ipc points to: the three above */
 };
 
 /* Records a failed CUDA call; clears the runtime's last error so the caller
@@ -174,24 +175,6 @@ static cudaError_t enter_device(int dev, int *prev) {
 static void leave_device(int prev) {
   if (prev >= 0)
     (void)cudaSetDevice(prev);
-}
-
-void *dev_driver_entry(const char *sym, unsigned long long flags, char *why,
-                       size_t n) {
-  void *fn = NULL;
-  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-  cudaError_t e = cudaGetDriverEntryPointByVersion(sym, &fn, 12000, flags, &q);
-#else
-  cudaError_t e = cudaGetDriverEntryPoint(sym, &fn, flags, &q);
-#endif
-  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
-    (void)cudaGetLastError();
-    snprintf(why, n, "the driver has no %s (%s, query %d)", sym,
-             cudaGetErrorName(e), (int)q);
-    return NULL;
-  }
-  return fn;
 }
 
 /* The stream-ordered wait of cuStreamWaitValue32 when the device and the
@@ -471,14 +454,10 @@ static sharc_status_t ensure_ipc(dev_stream_t *ds, const char *fn) {
   if (e == cudaSuccess)
     e = cudaEventCreateWithFlags(&ds->ipc_ev, cudaEventBlockingSync |
                                                   cudaEventDisableTiming);
-  return e == cudaSuccess ? SHARC_OK
-                          : cuda_fail(e, fn, "the CUDA IPC path's stream");
-}
-
-void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event) {
-  *device = ds->device;
-  *event = ds->ipc_ev;
-  return ds->ipc_cs;
+  if (e != cudaSuccess)
+    return cuda_fail(e, fn, "the CUDA IPC path's stream");
+  ds->ipc_ctx = (devipc_ctx_t){ds->device, ds->ipc_cs, ds->ipc_ev};
+  return SHARC_OK;
 }
 
 /* ---- pipelined copies (devpipe.h) ----------------------------------------
@@ -768,7 +747,7 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
   if (piped)
     devpipe_free(&pipe);
   if (ipc && w->ds) {
-    call->ipc = ds;
+    call->ipc = &ds->ipc_ctx;
     TRACE(SUB_CUDA, "%s #%u: through CUDA IPC", fn, w->seq);
   }
 out:
@@ -878,20 +857,6 @@ sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w) {
   (void)call;
   memset(w, 0, sizeof *w);
   return err_set(SHARC_ERR_UNSUPPORTED, "built without CUDA");
-}
-
-void *dev_driver_entry(const char *sym, unsigned long long flags, char *why,
-                       size_t n) {
-  (void)flags;
-  snprintf(why, n, "%s: built without CUDA", sym);
-  return NULL;
-}
-
-void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event) {
-  (void)ds;
-  *device = -1;
-  *event = NULL;
-  return NULL;
 }
 
 sharc_status_t dev_ready(dev_work_t *w) { return w->err; }

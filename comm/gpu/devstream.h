@@ -24,7 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coll.h"
+#include "call.h"
+#include "devptr.h"
 
 /* The CUDA side of one CUDA-bound sharc stream (private to devstream.c). */
 typedef struct dev_stream dev_stream_t;
@@ -44,32 +45,6 @@ typedef struct {
   dev_pipe_t *pipe;   /* copies planned per round (devpipe.h), else NULL */
 } dev_work_t;
 
-/* 1 in a build with CUDA, else 0. */
-int dev_have_cuda(void);
-
-/* A CUDA driver API entry point (nothing links libcuda), in the ABI of CUDA
- * 12.0 (the _v2 flavours); flags: cudaEnableDefault or
- * cudaEnableLegacyStream. NULL with the reason in why when the driver lacks
- * it. */
-void *dev_driver_entry(const char *sym, unsigned long long flags, char *why,
-                       size_t n);
-
-/* 1 if p points into device (or managed) memory, 0 for host memory, NULL,
- * or anything CUDA does not know. Never initialises CUDA in a process that
- * has not used it (it then returns 0 at the cost of one dynamic-loader
- * lookup); no CUDA device at all is remembered. 0 in CPU-only builds.
- * Thread safe. */
-int dev_is_device_ptr(const void *p);
-
-/* 1 if a is device memory, else 2 if b is, else 0; as dev_is_device_ptr,
- * with one check of CUDA's state for both (the collectives' argument check
- * on host paths, once per call). */
-int dev_first_device_ptr(const void *a, const void *b);
-
-/* 1 if stream was made by sharc_stream_create_cuda (its collectives may
- * take device memory), 0 for a host stream or NULL (stream.c). */
-int stream_is_cuda(sharc_stream_t stream);
-
 /* Binds a new dev_stream_t to cuda_stream (a cudaStream_t; NULL: the legacy
  * default stream) on that stream's device. Fails with SHARC_ERR_CUDA (no
  * usable device, CUDA errors) or SHARC_ERR_UNSUPPORTED (built without
@@ -83,11 +58,6 @@ sharc_status_t dev_stream_open(dev_stream_t **out, void *cuda_stream);
  * stream and w->ds is NULL (the caller passes the call's ticket); except
  * when w->ds is set with w->err: then the caller must still push *w. */
 sharc_status_t dev_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w);
-
-/* The IPC path's internal CUDA stream of ds, its device (*device) and the
- * blocking-sync event to wait on it (*event); made by dev_stage for the
- * first call that takes the path (devipc.h). */
-void *dev_stream_ipc(dev_stream_t *ds, int *device, void **event);
 
 /* Worker thread, before running the call: waits (sleeping) until the
  * call's send data is staged. Returns w->err or a CUDA error (message in

@@ -113,3 +113,9 @@ void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
     comm->notify_abort(comm, failed_rank, st);
   comm_wake(comm);
 }
+
+const char *sharc_comm_last_error(sharc_comm_t comm) {
+  if (!comm)
+    return err_last();
+  return comm->last_error;
+}

@@ -1,0 +1,91 @@
+/*
+ * call.c - one collective call as the executor sees it: which algorithm
+ * runs it, its schedule's cache key and arguments, and its schedule
+ * planned ahead (call.h).
+ */
+#include "call.h"
+
+#include <stdint.h>
+
+#include "cost.h"
+#include "dispatch.h"
+
+sched_algo_t call_pick_algo(struct sharc_comm *comm, sched_coll_t coll,
+                            size_t bytes) {
+  const comm_cfg_t *c = &comm->cfg;
+  double alpha = c->alpha_us, beta = c->beta_gbs;
+  sched_links_t links = {comm->nhosts, comm->local_max, alpha,
+                         beta,         c->net_alpha_us, c->net_beta_gbs};
+  if (c->algo == COMM_ALGO_AUTO) {
+    if (c->tree_max > 0)
+      return bytes <= (size_t)c->tree_max ? SCHED_ALGO_TREE : SCHED_ALGO_RING;
+    return sched_pick_links(coll, comm->nranks, bytes, &links);
+  }
+  if (c->algo == COMM_ALGO_TREE_FAMILY) {
+    if (coll != SCHED_ALL_REDUCE)
+      return SCHED_ALGO_TREE;
+    /* For all-reduce: the cheapest of the family's three members. */
+    sched_algo_t best = SCHED_ALGO_TREE;
+    const sched_algo_t fam[] = {SCHED_ALGO_RABENSEIFNER, SCHED_ALGO_DBTREE};
+    for (int i = 0; i < 2; i++)
+      if (sched_cost_links_us(fam[i], coll, comm->nranks, bytes, &links) <
+          sched_cost_links_us(best, coll, comm->nranks, bytes, &links))
+        best = fam[i];
+    return best;
+  }
+  return sched_algo_supports((sched_algo_t)c->algo, coll)
+             ? (sched_algo_t)c->algo
+             : sched_pick_links(coll, comm->nranks, bytes, &links);
+}
+
+int call_inplace(const coll_call_t *c, size_t esize) {
+  const uint8_t *s = c->sendbuf, *r = c->recvbuf;
+  size_t off = (size_t)c->comm->rank * c->count * esize;
+  switch (c->coll) {
+  case SCHED_ALL_GATHER:
+    return s == r + off;
+  case SCHED_REDUCE_SCATTER:
+    return r == s + off;
+  case SCHED_ALL_REDUCE:
+  case SCHED_BROADCAST:
+    return s == r;
+  default:
+    return 0;
+  }
+}
+
+sched_key_t call_key(const coll_call_t *call, size_t esize) {
+  sched_key_t key = {.coll = call->coll,
+                     .root = call->coll == SCHED_BROADCAST ? call->root : 0,
+                     .inplace = call_inplace(call, esize),
+                     .count = call->count,
+                     .esize = esize};
+  return key;
+}
+
+sched_args_t call_args(const coll_call_t *call, const sched_key_t *key) {
+  struct sharc_comm *comm = call->comm;
+  size_t bytes = key->count * key->esize;
+  sched_args_t args = {
+      .coll = call->coll,
+      .rank = comm->rank,
+      .nranks = comm->nranks,
+      .count = key->count,
+      .root = key->root,
+      .inplace = key->inplace,
+      .nchan = bytes >= 262144 ? comm->nchan : 1,
+      .chunk = SHARC_MAX((size_t)65536 / key->esize, 1),
+      .host_of = comm->host_of,
+      .order = comm->ring_order,
+  };
+  return args;
+}
+
+sharc_status_t coll_plan(const coll_call_t *call, sched_t *out) {
+  size_t esize = sharc_dtype_size(call->dtype);
+  sched_key_t key = call_key(call, esize);
+  sched_args_t args = call_args(call, &key);
+  sched_init(out);
+  return sched_build(
+      call_pick_algo(call->comm, call->coll, call->count * esize), &args, out);
+}

@@ -253,16 +253,21 @@ static sharc_status_t env_slurm(bootstrap_env_t *env) {
   return SHARC_OK;
 }
 
-/* Open MPI gives ranks but no rendezvous: SHARC_ADDR, else MASTER_ADDR with
- * MASTER_PORT/SHARC_PORT; when every rank is on one host (local size ==
- * size), 127.0.0.1 on SHARC_PORT or 29500 + hash(job id) % 1000. */
-static sharc_status_t env_ompi(bootstrap_env_t *env) {
-  if (!ev("OMPI_COMM_WORLD_SIZE"))
-    return incomplete("Open MPI", "OMPI_COMM_WORLD_RANK",
-                      "OMPI_COMM_WORLD_SIZE", "both (run under mpirun)");
-  CHECK(read_ranks(env, "Open MPI", "OMPI_COMM_WORLD_RANK",
-                   "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                   "OMPI_COMM_WORLD_LOCAL_SIZE"));
+/* An MPI launcher's rendezvous, as it gives none itself: SHARC_ADDR, else
+ * MASTER_ADDR with MASTER_PORT/SHARC_PORT; when every rank is on one host
+ * (local size == size), 127.0.0.1 on SHARC_PORT or 29500 + job_hash() %
+ * 1000, job_hash being what the ranks of one job on one host share. name
+ * and the rest say, in messages, how to pass a variable with this launcher. */
+typedef struct {
+  const char *name;         /* "Open MPI" */
+  const char *export_flag;  /* "mpirun -x" */
+  const char *addr_example; /* "mpirun -x SHARC_ADDR=node01:29500" */
+  const char *across;       /* what else makes local size != size, or "" */
+  uint64_t (*job_hash)(void);
+} mpi_launcher_t;
+
+static sharc_status_t mpi_rendezvous(bootstrap_env_t *env,
+                                     const mpi_launcher_t *l) {
   if (ev("SHARC_ADDR"))
     return net_split_hostport(ev("SHARC_ADDR"), "SHARC_ADDR", env->root_host,
                               sizeof env->root_host, &env->root_port);
@@ -274,26 +279,45 @@ static sharc_status_t env_ompi(bootstrap_env_t *env) {
     CHECK(sharc_port(&env->root_port));
     if (env->root_port == 0)
       return err_set(SHARC_ERR_INVALID_ARG,
-                     "bootstrap: Open MPI launch with MASTER_ADDR=%s but no "
-                     "port; set MASTER_PORT or SHARC_PORT (mpirun -x ...)",
-                     env->root_host);
+                     "bootstrap: %s launch with MASTER_ADDR=%s but no port; "
+                     "set MASTER_PORT or SHARC_PORT (%s ...)",
+                     l->name, env->root_host, l->export_flag);
     return SHARC_OK;
   }
   if (env->local_size != env->nranks)
     return err_set(SHARC_ERR_INVALID_ARG,
-                   "bootstrap: Open MPI launch across hosts has no rendezvous "
+                   "bootstrap: %s launch across hosts%s has no rendezvous "
                    "address; set SHARC_ADDR=host:port (the host of rank 0), "
-                   "e.g. mpirun -x SHARC_ADDR=node01:29500, or MASTER_ADDR "
-                   "and MASTER_PORT");
+                   "e.g. %s, or MASTER_ADDR and MASTER_PORT",
+                   l->name, l->across, l->addr_example);
   strcpy(env->root_host, "127.0.0.1");
   CHECK(sharc_port(&env->root_port));
-  if (env->root_port == 0) {
-    const char *job = ev("OMPI_MCA_ess_base_jobid");
-    if (!job)
-      job = ev("PMIX_NAMESPACE");
-    env->root_port = 29500 + (job ? (int)(fnv_str(HASH_BASIS, job) % 1000) : 0);
-  }
+  if (env->root_port == 0)
+    env->root_port = 29500 + (int)(l->job_hash() % 1000);
   return SHARC_OK;
+}
+
+/* Open MPI's job: its jobid (or PMIx namespace); 0 without one. */
+static uint64_t ompi_job_hash(void) {
+  const char *job = ev("OMPI_MCA_ess_base_jobid");
+  if (!job)
+    job = ev("PMIX_NAMESPACE");
+  return job ? fnv_str(HASH_BASIS, job) : 0;
+}
+
+/* Open MPI: OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}; the
+ * rendezvous as mpi_rendezvous says. */
+static sharc_status_t env_ompi(bootstrap_env_t *env) {
+  if (!ev("OMPI_COMM_WORLD_SIZE"))
+    return incomplete("Open MPI", "OMPI_COMM_WORLD_RANK",
+                      "OMPI_COMM_WORLD_SIZE", "both (run under mpirun)");
+  CHECK(read_ranks(env, "Open MPI", "OMPI_COMM_WORLD_RANK",
+                   "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                   "OMPI_COMM_WORLD_LOCAL_SIZE"));
+  static const mpi_launcher_t ompi = {"Open MPI", "mpirun -x",
+                                      "mpirun -x SHARC_ADDR=node01:29500", "",
+                                      ompi_job_hash};
+  return mpi_rendezvous(env, &ompi);
 }
 
 /* The pid of the hydra_pmi_proxy this process descends from (Hydra starts
@@ -327,49 +351,25 @@ static long hydra_proxy_pid(void) {
   return 0;
 }
 
+/* Hydra's job on this host: its proxy's pid (Hydra exports no job id). */
+static uint64_t hydra_job_hash(void) {
+  long proxy = hydra_proxy_pid();
+  return hash_bytes(HASH_BASIS, &proxy, sizeof proxy);
+}
+
 /* MPICH's (and Intel MPI's) Hydra launcher, mpiexec.hydra: PMI_RANK,
- * PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS. Like Open MPI it gives no
- * rendezvous: SHARC_ADDR, else MASTER_ADDR with MASTER_PORT/SHARC_PORT;
- * when every rank is on one host, 127.0.0.1 on SHARC_PORT or 29500 +
- * hash(proxy pid) % 1000. */
+ * PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS; the rendezvous as
+ * mpi_rendezvous says. */
 static sharc_status_t env_hydra(bootstrap_env_t *env) {
   if (!ev("PMI_SIZE"))
     return incomplete("Hydra (MPICH)", "PMI_RANK", "PMI_SIZE",
                       "both (run under mpiexec)");
   CHECK(read_ranks(env, "Hydra (MPICH)", "PMI_RANK", "PMI_SIZE",
                    "MPI_LOCALRANKID", "MPI_LOCALNRANKS"));
-  if (ev("SHARC_ADDR"))
-    return net_split_hostport(ev("SHARC_ADDR"), "SHARC_ADDR", env->root_host,
-                              sizeof env->root_host, &env->root_port);
-  env->root_port = 0;
-  if (ev("MASTER_ADDR")) {
-    CHECK(set_host(env, "MASTER_ADDR", ev("MASTER_ADDR")));
-    if (ev("MASTER_PORT"))
-      return port_var("MASTER_PORT", &env->root_port);
-    CHECK(sharc_port(&env->root_port));
-    if (env->root_port == 0)
-      return err_set(SHARC_ERR_INVALID_ARG,
-                     "bootstrap: Hydra (MPICH) launch with MASTER_ADDR=%s but "
-                     "no port; set MASTER_PORT or SHARC_PORT (mpiexec "
-                     "-genv ...)",
-                     env->root_host);
-    return SHARC_OK;
-  }
-  if (env->local_size != env->nranks)
-    return err_set(SHARC_ERR_INVALID_ARG,
-                   "bootstrap: Hydra (MPICH) launch across hosts (or without "
-                   "MPI_LOCALNRANKS) has no rendezvous address; set "
-                   "SHARC_ADDR=host:port (the host of rank 0), e.g. mpiexec "
-                   "-genv SHARC_ADDR node01:29500, or MASTER_ADDR and "
-                   "MASTER_PORT");
-  strcpy(env->root_host, "127.0.0.1");
-  CHECK(sharc_port(&env->root_port));
-  if (env->root_port == 0) {
-    long proxy = hydra_proxy_pid();
-    env->root_port =
-        29500 + (int)(hash_bytes(HASH_BASIS, &proxy, sizeof proxy) % 1000);
-  }
-  return SHARC_OK;
+  static const mpi_launcher_t hydra = {
+      "Hydra (MPICH)", "mpiexec -genv", "mpiexec -genv SHARC_ADDR node01:29500",
+      " (or without MPI_LOCALNRANKS)", hydra_job_hash};
+  return mpi_rendezvous(env, &hydra);
 }
 
 /* Job identity every rank sees alike, for a token when SHARC_TOKEN is not

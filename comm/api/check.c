@@ -207,25 +207,13 @@ sharc_status_t check_call(const coll_call_t *call, const char *fn) {
   return st;
 }
 
-/* Marks the comm unusable, as comm_fail does, with two differences. The
- * peers are not told: each holds the same records and fails by itself with
- * the same message, whereas a notice could overtake a peer's last record
- * (tcp control and data sockets are not ordered) and replace its precise
- * message by a second-hand one. And only `broken` is set, not the job
- * failure word: our last records may still sit in a tcp send ring, and
- * teardown flushes those only while the comm has not failed; no executor
- * is waiting that the failure word would need to stop. */
 void check_fail(struct sharc_comm *comm, sharc_status_t st) {
   if (st != SHARC_ERR_MISMATCH)
     return; /* the exchange failed: the executor already failed the comm */
-  int expect = 0; /* a later failure notice must not replace the message */
-  if (!atomic_compare_exchange_strong(&comm->fail_claim, &expect, 1))
-    return;
+  char why[sizeof comm->last_error];
   pthread_mutex_lock(&comm->err_lock);
-  snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", comm->last_error);
-  comm->broken_st = st;
+  snprintf(why, sizeof why, "%s", comm->last_error);
   pthread_mutex_unlock(&comm->err_lock);
-  atomic_store(&comm->broken, 1); /* coll_execute fails later calls fast */
-  WARN(SUB_COMM, "%s (%s)", comm->broken_msg, sharc_status_name(st));
-  rec_dump(&comm->rec, "after this failure");
+  /* every rank holds the same records and fails by itself: see FAIL_LOCAL */
+  comm_fail_as(comm, FAIL_LOCAL, -1, st, why);
 }

@@ -20,10 +20,10 @@
  * called in ticket order like the collective itself. */
 sharc_status_t check_call(const coll_call_t *call, const char *fn);
 
-/* After check_call returned st: on SHARC_ERR_MISMATCH marks the comm
- * unusable (later calls fail fast with the same status and message) and
- * prints its flight recorder, without notifying peers (each reaches the
- * same verdict); any other st needs nothing more. */
+/* After check_call returned st: on SHARC_ERR_MISMATCH fails the comm with
+ * comm_fail_as(FAIL_LOCAL) (unusable, later calls fail fast with the same
+ * status and message, its flight recorder printed, peers not told: each
+ * reaches the same verdict); any other st needs nothing more. */
 void check_fail(struct sharc_comm *comm, sharc_status_t st);
 
 #endif /* SHARC_CHECK_H */

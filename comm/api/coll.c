@@ -174,13 +174,13 @@ sharc_status_t coll_execute(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
   wait_turn(comm, call->ticket);
   sharc_status_t st;
-  /* broken: set by comm_fail (before fail.failed) and by a SHARC_CHECK
-   * mismatch (check_fail) */
-  if (atomic_load(&comm->broken)) {
+  /* unusable: set by comm_fail_as, for a job failure or for SHARC_CHECK's
+   * agreed mismatch (check_fail) */
+  if (atomic_load(&comm->unusable)) {
     pthread_mutex_lock(&comm->err_lock);
-    char msg[sizeof comm->broken_msg];
-    snprintf(msg, sizeof msg, "%s", comm->broken_msg);
-    st = comm->broken_st;
+    char msg[sizeof comm->unusable_msg];
+    snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
+    st = comm->unusable_st;
     pthread_mutex_unlock(&comm->err_lock);
     st = comm_record(comm, st, "%s: communicator unusable: %s",
                      sched_coll_fn(call->coll), msg);

@@ -239,8 +239,8 @@ static int blocked_by_earlier(const op_state_t *sts, size_t i) {
 static sharc_status_t failed_status(struct sharc_comm *comm) {
   sharc_status_t st = (sharc_status_t)atomic_load(&comm->fail.status);
   pthread_mutex_lock(&comm->err_lock);
-  char msg[sizeof comm->broken_msg];
-  snprintf(msg, sizeof msg, "%s", comm->broken_msg);
+  char msg[sizeof comm->unusable_msg];
+  snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
   pthread_mutex_unlock(&comm->err_lock);
   return comm_record(comm, st, "%s", msg);
 }

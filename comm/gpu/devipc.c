@@ -436,7 +436,7 @@ static sharc_status_t host_coll(ipc_call_t *c, sched_coll_t coll,
                    .op = SHARC_SUM,
                    .comm = comm};
   sharc_status_t st = c->run(&h);
-  if (st != SHARC_OK && !atomic_load(&comm->broken))
+  if (st != SHARC_OK && !atomic_load(&comm->unusable))
     comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
   return st;
 }

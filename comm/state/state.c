@@ -89,29 +89,37 @@ sharc_status_t comm_record(struct sharc_comm *comm, sharc_status_t st,
   return st;
 }
 
-void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
-               const char *why) {
+void comm_fail_as(struct sharc_comm *comm, fail_scope_t scope, int failed_rank,
+                  sharc_status_t st, const char *why) {
   int expect = 0;
   if (!atomic_compare_exchange_strong(&comm->fail_claim, &expect, 1)) {
     comm_wake(comm);
     return; /* someone already reported; tell peers only once */
   }
-  atomic_store(&comm->fail.failed_rank, failed_rank);
-  atomic_store(&comm->fail.status, (int32_t)st);
+  if (scope == FAIL_JOB) {
+    atomic_store(&comm->fail.failed_rank, failed_rank);
+    atomic_store(&comm->fail.status, (int32_t)st);
+  }
   pthread_mutex_lock(&comm->err_lock);
-  snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", why);
-  comm->broken_st = st;
+  snprintf(comm->unusable_msg, sizeof comm->unusable_msg, "%s", why);
+  comm->unusable_st = st;
   pthread_mutex_unlock(&comm->err_lock);
-  atomic_store(&comm->broken, 1);
-  atomic_store(&comm->fail.failed, 1); /* published last */
+  atomic_store(&comm->unusable, 1); /* later calls fail fast */
+  if (scope == FAIL_JOB)
+    atomic_store(&comm->fail.failed, 1); /* published last */
   /* The one warning of this failure on this rank, with the recorder
    * (not when the program itself aborted the communicator). */
   WARN(SUB_COMM, "%s (%s)", why, sharc_status_name(st));
   if (st != SHARC_ERR_ABORTED || failed_rank != comm->rank)
     rec_dump(&comm->rec, "after this failure");
-  if (comm->notify_abort)
+  if (scope == FAIL_JOB && comm->notify_abort)
     comm->notify_abort(comm, failed_rank, st);
   comm_wake(comm);
+}
+
+void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
+               const char *why) {
+  comm_fail_as(comm, FAIL_JOB, failed_rank, st, why);
 }
 
 const char *sharc_comm_last_error(sharc_comm_t comm) {

@@ -89,9 +89,9 @@ struct sharc_comm {
   _Atomic int fail_claim; /* first comm_fail caller wins */
 
   /* errors */
-  _Atomic int broken; /* a transport error made the comm unusable */
-  sharc_status_t broken_st;
-  char broken_msg[512];
+  _Atomic int unusable; /* failed (comm_fail_as): later calls fail fast */
+  sharc_status_t unusable_st;
+  char unusable_msg[512];
   pthread_mutex_t err_lock;
   char last_error[512];
 
@@ -123,9 +123,24 @@ typedef struct sharc_comm sharc_comm_s;
 void comm_wake(struct sharc_comm *comm);
 /* Rings another rank's doorbell given its wake word (shm peers). */
 void comm_wake_word(wake_word_t *w);
-/* Records a job failure (first one wins), tells peers through every
- * transport, and wakes the local executor. Called by transports when they
- * learn of a failure, locally or from a peer's notice. */
+/* The one failure routine. The first caller wins; it marks the comm
+ * unusable (later calls fail fast with its message), warns once with the
+ * flight recorder and wakes the local executor. How far it reaches:
+ *   FAIL_JOB    the job is failing: it also raises the failure word (what
+ *               the executor and the peers' notices watch) and tells every
+ *               peer through the transports. Transports call it when they
+ *               learn of a failure, locally or from a peer's notice.
+ *   FAIL_LOCAL  every rank found the same failure by itself (SHARC_CHECK's
+ *               agreed mismatch): the peers are not told, since a notice
+ *               could overtake a peer's last record (tcp control and data
+ *               sockets are not ordered) and replace its precise message by
+ *               a second-hand one, and the failure word stays down, since
+ *               teardown flushes a tcp send ring only while the comm has
+ *               not failed and no executor waits that it would stop. */
+typedef enum { FAIL_JOB, FAIL_LOCAL } fail_scope_t;
+void comm_fail_as(struct sharc_comm *comm, fail_scope_t scope, int failed_rank,
+                  sharc_status_t st, const char *why);
+/* comm_fail_as(comm, FAIL_JOB, ...). */
 void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
                const char *why);
 /* Records msg as comm's last error and returns st. */

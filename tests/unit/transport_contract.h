@@ -264,18 +264,18 @@ CONTRACT int recv_n(struct sharc_comm *comm, transport_conn_t *c, uint32_t seed,
 
 /* ---- failures ------------------------------------------------------------ */
 
-/* comm_fail raises `broken` after filling the fail word and the message. */
+/* comm_fail raises `unusable` after filling the fail word and the message. */
 CONTRACT int wait_failed(struct sharc_comm *c, uint64_t ns) {
   uint64_t end = time_ns() + ns;
-  while (!atomic_load(&c->broken) && time_ns() < end)
+  while (!atomic_load(&c->unusable) && time_ns() < end)
     usleep(2000);
-  return atomic_load(&c->broken);
+  return atomic_load(&c->unusable);
 }
 
 CONTRACT const char *msg_of(struct sharc_comm *c, int last, char *buf,
                             size_t len) {
   pthread_mutex_lock(&c->err_lock);
-  snprintf(buf, len, "%s", last ? c->last_error : c->broken_msg);
+  snprintf(buf, len, "%s", last ? c->last_error : c->unusable_msg);
   pthread_mutex_unlock(&c->err_lock);
   return buf;
 }

@@ -286,10 +286,10 @@ static void peer_lost(struct sharc_comm *comm, int local) {
 
 /* The failure this comm has recorded, as this call's status and message. */
 static sharc_status_t failure(struct sharc_comm *comm) {
-  char msg[sizeof comm->broken_msg];
+  char msg[sizeof comm->unusable_msg];
   pthread_mutex_lock(&comm->err_lock);
-  snprintf(msg, sizeof msg, "%s", comm->broken_msg);
-  sharc_status_t st = comm->broken_st;
+  snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
+  sharc_status_t st = comm->unusable_st;
   pthread_mutex_unlock(&comm->err_lock);
   return comm_record(comm, st, "%s", msg);
 }
@@ -304,11 +304,11 @@ static sharc_status_t setup_watch(struct sharc_comm *comm,
   for (int i = 0; i < s->nlocal; i++)
     if (s->segs[i].base)
       import_notice(comm, seg_hdr(s, i));
-  for (int i = 0; i < s->nlocal && !atomic_load(&comm->broken); i++)
+  for (int i = 0; i < s->nlocal && !atomic_load(&comm->unusable); i++)
     if (i != s->me && s->segs[i].base &&
         !atomic_load(&seg_hdr(s, i)->mapped_all) && !owner_alive(s->segs[i].fd))
       peer_lost(comm, i);
-  return atomic_load(&comm->broken) ? failure(comm) : SHARC_OK;
+  return atomic_load(&comm->unusable) ? failure(comm) : SHARC_OK;
 }
 
 /* ---- setup ---- */

@@ -15,9 +15,9 @@
 #                            headers (no nvcc, no driver); overrides
 #                            SHARC_WITH_CUDA
 #
-# Sets SHARC_HAVE_CUDA (ON/OFF) and, when ON, appends kernels/*.cu to
-# SHARC_SOURCES. The caller adds SHARC_HAVE_CUDA=1 and CUDA::cudart to the
-# library targets.
+# Sets SHARC_HAVE_CUDA (ON/OFF) and, when ON, SHARC_CUDA_SOURCES
+# (kernels/*.cu, for the kernels' layer). The caller adds SHARC_HAVE_CUDA=1
+# and CUDA::cudart to the library targets.
 
 set(SHARC_WITH_CUDA AUTO CACHE STRING "Build the CUDA data path: AUTO, ON or OFF")
 set_property(CACHE SHARC_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
@@ -155,5 +155,5 @@ if(SHARC_HAVE_CUDA AND NOT SHARC_SOFTCUDA)
   set_source_files_properties(${SHARC_CUDA_SOURCES} PROPERTIES
     COMPILE_OPTIONS "--ftz=false;--prec-div=true;--fmad=false"
     COMPILE_DEFINITIONS "SHARC_CUDA_ARCHS=\"${sharc_archs}\"")
-  list(APPEND SHARC_SOURCES ${SHARC_CUDA_SOURCES})
+
 endif()

@@ -131,16 +131,19 @@ def cycles(edges):
 
 
 def objects(build):
-    """{source path: object path} of the library and the models."""
+    """{source path: object path} of the library's layers, the engine and
+    the models."""
     out = {}
-    for sub in ("CMakeFiles/sharc_obj.dir", "CMakeFiles/sharc_shard_obj.dir",
-                "models/CMakeFiles/sharc_models.dir"):
-        top = os.path.join(build, sub)
+    tops = [os.path.join(build, "CMakeFiles", d)
+            for d in sorted(os.listdir(os.path.join(build, "CMakeFiles")))
+            if d.startswith("sharc_layer_") or d == "sharc_shard_obj.dir"]
+    tops.append(os.path.join(build, "models/CMakeFiles/sharc_models.dir"))
+    for top in tops:
         for dp, _, fs in os.walk(top):
             for f in fs:
                 if f.endswith(".o"):
                     rel = os.path.relpath(os.path.join(dp, f[:-2]), top)
-                    if sub.startswith("models"):
+                    if "models" in top.split(os.sep):
                         rel = os.path.join("models", rel)
                     out[rel] = os.path.join(dp, f)
     return out
@@ -164,7 +167,7 @@ def call_edges(build):
     objs = objects(build)
     if not objs:
         sys.exit(f"check_layers: no object files under {build}/CMakeFiles/"
-                 "sharc_obj.dir: build first")
+                 "sharc_layer_*.dir: build first")
     syms = {
 src: symbols(o) for src, o in objs.items()}
     owner = {}

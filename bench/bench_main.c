@@ -430,9 +430,9 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
 }
 
 /* SMs an all-gather occupies on device memory. Both sharc device paths
- * queue no kernel for it: the staged one (comm/gpu/devstream.c) cudaMemcpyAsync
- * D2H and H2D and a stream wait (cuStreamWaitValue32 or a host function),
- * the reduction on the host; the CUDA IPC one (comm/gpu/devipc.c,
+ * queue no kernel for it: the staged one (comm/gpu/path_staged.c)
+ * cudaMemcpyAsync D2H and H2D and a stream wait (cuStreamWaitValue32 or a host
+ * function), the reduction on the host; the CUDA IPC one (comm/gpu/path_ipc.c,
  * SHARC_CUDA_PATH=ipc) cudaMemcpyAsync on IPC-mapped pointers, reductions
  * in kernels (reduce-scatter, all-reduce only). NCCL runs its collectives
  * as kernels (one CTA per channel, channels its own choice): not measured

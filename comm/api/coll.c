@@ -15,10 +15,9 @@
 #include "cache.h"
 #include "check.h"
 #include "cost.h"
-#include "devipc.h"
-#include "devstream.h" /* dev_is_device_ptr */
 #include "dispatch.h"
 #include "exec.h"
+#include "gpu.h" /* dev_first_device_ptr */
 #include "reduce.h"
 #include "registry.h"
 #include "stream.h"
@@ -87,18 +86,20 @@ static sharc_status_t build_schedule(coll_call_t *call, const sched_key_t *key,
   return SHARC_OK;
 }
 
-/* Runs call's schedule: the cached one (hit) or one built with algo;
- * now_ns: a time_ns() just read, or 0. No recorder entry of its own: the
- * caller's entry (comm->rec_cur) shows what it waits on. */
+/* Runs call's schedule: given (planned by a path at enqueue: the same
+ * choice, built once), else the cached one (hit) or one built with algo;
+ * hook around its rounds (may be NULL); now_ns: a time_ns() just read, or
+ * 0. No recorder entry of its own: the caller's entry (comm->rec_cur) shows
+ * what it waits on. */
 static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
                                 const sched_cache_slot_t *hit,
-                                sched_algo_t algo, uint64_t now_ns) {
+                                sched_algo_t algo, const sched_t *given,
+                                exec_hook_t *hook, uint64_t now_ns) {
   struct sharc_comm *comm = call->comm;
   size_t esize = key->esize;
   sched_t built; /* a schedule built now and not cached */
   sched_init(&built);
-  /* planned at enqueue: the same choice, built once */
-  const sched_t *s = call->sched ? call->sched : hit ? &hit->sched : NULL;
+  const sched_t *s = given ? given : hit ? &hit->sched : NULL;
   sharc_status_t st = SHARC_OK;
   if (!s)
     st = build_schedule(call, key, algo, &built, &s);
@@ -110,7 +111,7 @@ static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
           sched_coll_fn(call->coll), (unsigned long long)comm->seq, call->count,
           sharc_dtype_name(call->dtype), sched_algo_name(algo), s->nrounds);
     st = exec_run_at(comm, s, bufs, call->dtype, call->op,
-                     now_ns ? now_ns : time_ns(), call->hook);
+                     now_ns ? now_ns : time_ns(), hook);
   }
   sched_free(&built);
   if (st == SHARC_OK && call->op == SHARC_AVG &&
@@ -119,9 +120,10 @@ static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
   return st;
 }
 
-/* One host step of a call on the CUDA IPC path (devipc.h): part of the
- * user's call, so it runs under the user's recorder entry. */
-static sharc_status_t run_step(coll_call_t *call) {
+/* The host collective of call as a path runs it (call_host_fn): part of
+ * the user's call, so it runs under the user's recorder entry. */
+static sharc_status_t run_host(coll_call_t *call, const sched_t *sched,
+                               exec_hook_t *hook) {
   size_t esize = sharc_dtype_size(call->dtype);
   sched_key_t key = call_key(call, esize);
   const sched_cache_slot_t *hit =
@@ -129,7 +131,7 @@ static sharc_status_t run_step(coll_call_t *call) {
   sched_algo_t algo =
       hit ? hit->algo
           : call_pick_algo(call->comm, call->coll, call->count * esize);
-  return run_sched(call, &key, hit, algo, 0);
+  return run_sched(call, &key, hit, algo, sched, hook, 0);
 }
 
 static sharc_status_t run_call(coll_call_t *call) {
@@ -154,8 +156,8 @@ static sharc_status_t run_call(coll_call_t *call) {
     }
   }
   sharc_status_t st;
-  if (call->ipc) { /* device memory through CUDA IPC: its own host steps */
-    st = devipc_run(call, run_step);
+  if (call->path) { /* a GPU path: it runs the host steps it needs */
+    st = call->path->run(call, run_host);
   } else {
     /* With nothing in between, the recorder's start time is the time now
      * (one clock read fewer per call on the small-message path). */
@@ -163,7 +165,7 @@ static sharc_status_t run_call(coll_call_t *call) {
         hit && !comm->cfg.check
             ? atomic_load_explicit(&rec->t_start_ns, memory_order_relaxed)
             : 0;
-    st = run_sched(call, &key, hit, algo, now);
+    st = run_sched(call, &key, hit, algo, NULL, NULL, now);
   }
   atomic_store(&comm->rec_cur, NULL);
   rec_end(rec, st);
@@ -249,10 +251,10 @@ static sharc_status_t validate(const coll_call_t *c) {
 }
 
 /* Device memory reaches the collectives only through a CUDA-bound stream
- * (devstream.h); on the host paths the executor would read it with memcpy. */
+ * (gpu.h); on the host paths the executor would read it with memcpy. */
 static sharc_status_t check_host_memory(const coll_call_t *c,
                                         sharc_stream_t stream) {
-  if (c->coll == SCHED_BARRIER || stream_is_cuda(stream))
+  if (c->coll == SCHED_BARRIER || stream_is_bound(stream))
     return SHARC_OK;
   static const char *const name[] = {NULL, "sendbuf", "recvbuf"};
   const char *which = name[dev_first_device_ptr(c->sendbuf, c->recvbuf)];

@@ -6,8 +6,7 @@
 #include <stdint.h>
 
 #include "core.h"
-#include "devipc.h"
-#include "devstream.h"
+#include "gpu.h"
 #include "mem.h"
 
 sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
@@ -21,6 +20,6 @@ sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
                    bytes, ptr);
   mem_dev_t dev = {.device = -1};
   if (dev_is_device_ptr(ptr))
-    CHECK(devipc_describe(ptr, bytes, &dev));
+    CHECK(gpu_mem_describe(ptr, bytes, &dev));
   return mem_add_region(ptr, bytes, &dev);
 }

@@ -9,19 +9,18 @@
  * skipped (its tickets still passed, so other streams are not blocked) and
  * synchronize returns that error.
  *
- * A stream made by sharc_stream_create_cuda is bound to a cudaStream_t: its
- * collectives go through devstream.c, which queues their copies on the CUDA
- * stream and hands the worker a call on pinned staging buffers plus the
- * release the CUDA stream waits for. The worker releases every such call,
- * also one it skipped or that failed, so the CUDA stream never waits
- * forever.
+ * A stream may be bound to a device queue (stream_binding_t, call.h; a
+ * cudaStream_t through sharc_stream_create_cuda, stream_cuda.c): the
+ * binding prepares each collective as it is enqueued, the worker asks it
+ * before running the call whether its input is ready and tells it after,
+ * also for a call it skipped or that failed, so the device queue never
+ * waits forever. The stream knows nothing else of the device.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "devstream.h"
 #include "stream.h"
 
 typedef struct work {
@@ -32,9 +31,9 @@ typedef struct work {
     void *host_arg;          /* a host function's argument */
     const stream_ops_t *ops; /* how a collective runs or is passed */
   };
-  /* a call staged for a CUDA stream: its state, stored right after the
-   * item (host streams: NULL, so their items stay small) */
-  dev_work_t *dev;
+  /* a call on a bound stream: the binding's state of it, stored right
+   * after the item (unbound streams: NULL, so their items stay small) */
+  void *dev;
 } work_t;
 /* An item is allocated by the enqueuing thread and freed by the worker: at
  * most 120 bytes, glibc frees it to a fastbin; 8 bytes more (the ops
@@ -53,11 +52,12 @@ struct sharc_stream {
   sharc_status_t err;
   char err_msg[512];
   int stop;
-  int worker_idle;          /* the stream thread sleeps on cond for work */
-  _Atomic int waiters;      /* threads sleeping on cond for completions */
-  _Atomic uint64_t wake_at; /* smallest count a waiter needs (UINT64_MAX) */
-  dev_stream_t *dev;        /* CUDA-bound stream, else NULL */
-  pthread_mutex_t enq_lock; /* CUDA-bound: staging and queueing in one order */
+  int worker_idle;              /* the stream thread sleeps on cond for work */
+  _Atomic int waiters;          /* threads sleeping on cond for completions */
+  _Atomic uint64_t wake_at;     /* smallest count a waiter needs (UINT64_MAX) */
+  const stream_binding_t *bind; /* a bound stream's device queue, else */
+  void *dev;                    /* NULL, and its state */
+  pthread_mutex_t enq_lock;     /* bound: preparing and queueing in one order */
 };
 
 struct sharc_event {
@@ -103,8 +103,8 @@ static void *stream_main(void *arg) {
       batch = w->next;
       sharc_status_t st = SHARC_OK;
       const char *msg = NULL;
-      if (w->dev && (st = dev_ready(w->dev)) != SHARC_OK) {
-        msg = err_last(); /* the send data never reached staging */
+      if (w->dev && (st = s->bind->before(w->dev)) != SHARC_OK) {
+        msg = err_last(); /* the call's input never became ready */
         w->ops->skip(&w->call);
       } else if (w->host_fn) { /* runs even after an error: it may free */
         w->host_fn(w->host_arg);
@@ -113,8 +113,8 @@ static void *stream_main(void *arg) {
       } else if ((st = w->ops->run(&w->call)) != SHARC_OK) {
         msg = sharc_comm_last_error(w->call.comm);
       }
-      if (w->dev) { /* always: the CUDA stream waits for it */
-        sharc_status_t rst = dev_release(w->dev);
+      if (w->dev) { /* always: the device queue waits for it */
+        sharc_status_t rst = s->bind->after(w->dev);
         if (st == SHARC_OK && rst != SHARC_OK) {
           st = rst;
           msg = err_last();
@@ -134,18 +134,19 @@ static void *stream_main(void *arg) {
   return NULL;
 }
 
-/* A stream and its worker; dev: the CUDA side (owned from here on). */
-static sharc_status_t stream_new(sharc_stream_t *stream, dev_stream_t *dev,
-                                 const char *fn) {
+sharc_status_t stream_new(sharc_stream_t *stream, const stream_binding_t *bind,
+                          void *dev, const char *fn) {
   struct sharc_stream *s = calloc(1, sizeof *s);
   if (!s) {
-    dev_stream_close(dev);
+    if (bind)
+      bind->close(dev);
     return err_set(SHARC_ERR_NO_MEM, "%s: out of memory", fn);
   }
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
   pthread_mutex_init(&s->enq_lock, NULL);
   atomic_store(&s->wake_at, UINT64_MAX);
+  s->bind = bind;
   s->dev = dev;
   int rc = pthread_create(&s->thread, NULL, stream_main, s);
   if (rc != 0) {
@@ -153,7 +154,8 @@ static sharc_status_t stream_new(sharc_stream_t *stream, dev_stream_t *dev,
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     free(s);
-    dev_stream_close(dev);
+    if (bind)
+      bind->close(dev);
     return err_set(SHARC_ERR_SYSTEM, "%s: pthread_create: %s", fn,
                    strerror(rc));
   }
@@ -165,26 +167,16 @@ sharc_status_t sharc_stream_create(sharc_stream_t *stream) {
   if (!stream)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "sharc_stream_create: stream is NULL");
-  return stream_new(stream, NULL, "sharc_stream_create");
-}
-
-sharc_status_t sharc_stream_create_cuda(sharc_stream_t *stream,
-                                        void *cuda_stream) {
-  if (!stream)
-    return err_set(SHARC_ERR_INVALID_ARG,
-                   "sharc_stream_create_cuda: stream is NULL");
-  dev_stream_t *dev = NULL;
-  CHECK(dev_stream_open(&dev, cuda_stream));
-  return stream_new(stream, dev, "sharc_stream_create_cuda");
+  return stream_new(stream, NULL, NULL, "sharc_stream_create");
 }
 
 static sharc_status_t push(struct sharc_stream *s, work_t *w);
 
-int stream_is_cuda(sharc_stream_t s) { return s && s->dev; }
+int stream_is_bound(sharc_stream_t s) { return s && s->bind; }
 
 sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call,
                               const stream_ops_t *ops) {
-  work_t *w = malloc(sizeof *w + (s->dev ? sizeof(dev_work_t) : 0));
+  work_t *w = malloc(sizeof *w + (s->bind ? s->bind->work_size : 0));
   if (!w) {
     coll_call_t skip = *call;
     ops->skip(&skip); /* keep the comm's order moving */
@@ -195,14 +187,14 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call,
   w->host_fn = NULL;
   w->ops = ops;
   w->dev = NULL;
-  if (!s->dev)
+  if (!s->bind)
     return push(s, w);
-  w->dev = (dev_work_t *)(w + 1); /* work_t's size keeps pointer alignment */
-  /* CUDA-bound: the worker must see the calls in the order their releases
-   * were queued on the CUDA stream, whichever thread enqueues. */
+  w->dev = w + 1; /* work_t's size keeps pointer alignment */
+  /* Bound: the worker must see the calls in the order the binding queued
+   * them on the device, whichever thread enqueues. */
   pthread_mutex_lock(&s->enq_lock);
-  sharc_status_t st = dev_stage(s->dev, &w->call, w->dev);
-  int queued = st == SHARC_OK || w->dev->ds; /* the CUDA stream waits for it */
+  int queued = 0; /* the device queue waits for the worker */
+  sharc_status_t st = s->bind->enqueue(s->dev, &w->call, w->dev, &queued);
   if (queued)
     push(s, w); /* w belongs to the worker now */
   pthread_mutex_unlock(&s->enq_lock);
@@ -271,8 +263,8 @@ sharc_status_t sharc_stream_synchronize(sharc_stream_t s) {
   uint64_t target = s->enqueued;
   pthread_mutex_unlock(&s->lock);
   sharc_status_t st = wait_for(s, target);
-  if (s->dev) { /* then the copies out of staging */
-    sharc_status_t dst = dev_stream_sync(s->dev);
+  if (s->bind) { /* then the device queue's work after the calls */
+    sharc_status_t dst = s->bind->sync(s->dev);
     if (st == SHARC_OK)
       st = dst;
   }
@@ -288,7 +280,8 @@ sharc_status_t sharc_stream_destroy(sharc_stream_t s) {
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->thread, NULL);
-  dev_stream_close(s->dev);
+  if (s->bind)
+    s->bind->close(s->dev);
   pthread_mutex_destroy(&s->enq_lock);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);

@@ -14,9 +14,15 @@ typedef struct {
   void (*skip)(coll_call_t *call); /* passes it (its ticket) after an error */
 } stream_ops_t;
 
-/* 1 if stream was made by sharc_stream_create_cuda (its collectives may
- * take device memory), 0 for a host stream or NULL. */
-int stream_is_cuda(sharc_stream_t stream);
+/* A stream and its worker thread; bind and dev: the device queue it is
+ * bound to and its state (owned from here on, closed on failure), or NULL
+ * for a host stream; fn names the caller in messages. */
+sharc_status_t stream_new(sharc_stream_t *stream, const stream_binding_t *bind,
+                          void *dev, const char *fn);
+
+/* 1 if stream is bound to a device queue (sharc_stream_create_cuda: its
+ * collectives may take device memory), 0 for a host stream or NULL. */
+int stream_is_bound(sharc_stream_t stream);
 
 /* Enqueues call on stream, call->ticket already taken; ops says how the
  * worker runs it (or passes it, here too when enqueueing fails, so the

@@ -1,8 +1,10 @@
 /*
- * call.h - one collective call as the executor and the GPU paths see it:
- * the call descriptor the API layer fills, the algorithm that runs it
- * (SHARC_ALGO, SHARC_TREE_MAX_BYTES or the cost model), its schedule's
- * cache key and arguments, and its schedule planned ahead.
+ * call.h - one collective call as the executor, the streams and the GPU
+ * paths see it: the call descriptor the API layer fills, the interfaces of
+ * a path that runs a call (call_path_t) and of a device queue a stream is
+ * bound to (stream_binding_t), the algorithm that runs it (SHARC_ALGO,
+ * SHARC_TREE_MAX_BYTES or the cost model), its schedule's cache key and
+ * arguments, and its schedule planned ahead.
  */
 #ifndef SHARC_CALL_H
 #define SHARC_CALL_H
@@ -13,6 +15,9 @@
 #include "cache.h"
 #include "schedule.h"
 #include "state.h"
+
+struct exec_hook;
+struct call_path;
 
 /* One collective call, as enqueued. */
 typedef struct {
@@ -25,14 +30,52 @@ typedef struct {
   int root;
   struct sharc_comm *comm;
   uint64_t ticket; /* position in comm's issue order */
-  void *ipc;       /* devipc_ctx_t of a call on the CUDA IPC path (devipc.h,
-                      set by dev_stage), else NULL */
-  struct exec_hook *hook; /* around the rounds (exec.h): a pipelined staged
-                             call (devstream.c), else NULL */
-  const sched_t *sched;   /* the schedule to run, built at enqueue by
-                             coll_plan (a pipelined staged call, whose copies
-                             were planned on it), else NULL: chosen here */
+  /* The path that runs the call in its turn instead of the host collective
+   * on its buffers (a GPU path, comm/gpu/gpu.h), with its state; NULL: the
+   * host collective. */
+  const struct call_path *path;
+  void *path_arg;
 } coll_call_t;
+
+/* The host collective of call, as the API layer runs it: on schedule sched
+ * (NULL: the one the executor chooses for call) with hook around its rounds
+ * (NULL: none), under the recorder entry of the call being run. A path
+ * gets it to run its host steps. */
+typedef sharc_status_t (*call_host_fn)(coll_call_t *call, const sched_t *sched,
+                                       struct exec_hook *hook);
+
+/* A path a call may take (coll_call_t.path): run in the call's turn, on
+ * the thread that runs the call, in place of the host collective. */
+typedef struct call_path {
+  const char *name; /* as users name it (SHARC_CUDA_PATH=staged|ipc) */
+  sharc_status_t (*run)(coll_call_t *call, call_host_fn host);
+} call_path_t;
+
+/* A device queue a stream may be bound to (a CUDA stream, comm/gpu/gpu.h):
+ * what the generic stream (api/stream.c) does with it around each call.
+ * `dev` is the bound queue's state, `work` a call's state of work_size
+ * bytes (pointer aligned) that the stream keeps with the call. */
+typedef struct stream_binding {
+  const char *name;
+  size_t work_size;
+  /* Enqueueing thread: prepares call (may rewrite its buffers and set its
+   * path) and its work; the stream serialises these per dev, so the worker
+   * sees calls in this order. *owed: 1 when the worker must still see the
+   * call (before and after), also on an error; 0: the caller passes it. */
+  sharc_status_t (*enqueue)(void *dev, coll_call_t *call, void *work,
+                            int *owed);
+  /* Worker, before running the call: waits until its input is ready; an
+   * error means the call must be skipped. */
+  sharc_status_t (*before)(void *work);
+  /* Worker, after running or skipping the call, exactly once per owed
+   * call, in order: lets the device queue go on. Returns an error met
+   * during the call, else SHARC_OK. */
+  sharc_status_t (*after)(void *work);
+  /* Waits until the device queue has done everything queued so far. */
+  sharc_status_t (*sync)(void *dev);
+  /* Frees dev (after sync); NULL is accepted. */
+  void (*close)(void *dev);
+} stream_binding_t;
 
 /* The algorithm for coll of `bytes` on comm: SHARC_ALGO, or
  * SHARC_TREE_MAX_BYTES, or the cost model (comm->cfg). */
@@ -48,8 +91,8 @@ sched_key_t call_key(const coll_call_t *call, size_t esize);
 sched_args_t call_args(const coll_call_t *call, const sched_key_t *key);
 
 /* Builds into *out (sched_free it) the schedule the executor would choose
- * for call: the staged device path plans its copies on it at enqueue and
- * hands it to the worker (coll_call_t.sched), so it is built once. Thread
+ * for call: a path that plans work on it at enqueue (the staged device
+ * path's copies) hands it to call_host_fn, so it is built once. Thread
  * safe: reads only comm's constants. */
 sharc_status_t coll_plan(const coll_call_t *call, sched_t *out);
 

@@ -19,8 +19,8 @@ sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
                         void *const bufs[3], sharc_dtype_t dtype,
                         sharc_op_t op);
 /* Calls around each round of one run: the staged device path
- * (devstream.c) waits there for the copies from the device that a round
- * needs, and lets the copies back start for what a finished round wrote
+ * (comm/gpu/path_staged.c) waits there for the copies from the device that a
+ * round needs, and lets the copies back start for what a finished round wrote
  * last. after runs only for rounds that succeeded. */
 typedef struct exec_hook {
   void (*before)(struct exec_hook *h, const sched_t *s, size_t round);

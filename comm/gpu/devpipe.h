@@ -4,7 +4,7 @@
  * before each round of its schedule, and which pieces of the host-to-device
  * copy are final after each round.
  *
- * The staged path (devstream.c) copies a collective's device buffers into
+ * The staged path (path_staged.c) copies a collective's device buffers into
  * pinned host staging, runs the host collective there and copies the result
  * back. Whole, that is D2H + network + H2D one after another. Planned per
  * round, the CUDA stream copies the pieces in the order the schedule first
@@ -15,7 +15,7 @@
  * change, so a rank on host memory and a rank on device memory still run
  * the same collective together.
  *
- * Pure planning on a schedule (no CUDA): devstream.c queues the copies;
+ * Pure planning on a schedule (no CUDA): path_staged.c queues the copies;
  * tests/unit/test_devpipe.c checks the plans of every algorithm.
  */
 #ifndef SHARC_COMM_DEVPIPE_H

@@ -6,7 +6,7 @@
  * the GPU layer first whether it is device memory) and
  * sharc_mem_deregister. The transports consult it to send in place (shm,
  * ib); registered device memory keeps its allocation's CUDA IPC handle here
- * for the IPC path (gpu/devipc.c). Calls nothing above it.
+ * for the IPC path (gpu/path_ipc.c). Calls nothing above it.
  */
 #include <pthread.h>
 #include <stdatomic.h>

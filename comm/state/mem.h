@@ -31,8 +31,8 @@ typedef struct {
 int mem_find(const void *p, size_t len, mem_ref_t *out);
 
 /* Device memory registered with sharc_mem_register (CUDA builds): what the
- * CUDA IPC path (devipc.c) shares with peers without asking CUDA per call,
- * and lets them keep mapped across synchronizes. */
+ * CUDA IPC path (gpu/path_ipc.c) shares with peers without asking CUDA per
+ * call, and lets them keep mapped across synchronizes. */
 typedef struct mem_dev {
   int device;               /* -1: not device memory */
   uint64_t base;            /* the cudaMalloc allocation holding it */

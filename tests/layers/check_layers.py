@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """check_layers.py - keeps the include graph of the library layered.
 
 usage: check_layers.py SRC_DIR [BUILD_DIR] [--list]
@@ -8,7 +8,7 @@ shard/, models/, include/), resolving each as the compiler would (the
 including file's folder, then the SEARCH folders below), and, given
 BUILD_DIR, which functions each object file of the library and the models
 calls and defines (nm): a call from x.c to a function defined in y.c is an
-edge x -> y just as an include is. It checks five rules:
+edge x -> y just as an include is. It checks seven rules:
 
   cycle      no two modules depend on each other, directly or around a
              longer loop (a module is a .c file with its own .h: x.c
@@ -24,6 +24,12 @@ edge x -> y just as an include is. It checks five rules:
              function defined there: transports are reached through the
              registry (comm/transport/registry.c) and the vtable, never by
              name.
+  private    a header named NAME_impl.h is included only by the files of its
+             own folder (a transport's or the GPU layer's insides).
+  gpu        outside comm/gpu/ the GPU layer is reached through
+             comm/gpu/gpu.h alone (which brings devptr.h): how a call on
+             device memory is carried out (the paths, the CUDA stream
+             binding) stays inside the layer.
   layer      a file includes no header of a layer above its own (LAYERS
              below: core, then algo/kernels/topo, net, state, transport,
              fault, exec, gpu, api, launch/shard, models).
@@ -48,8 +54,8 @@ SEARCH = ("comm/core", "comm/algo", "comm/net", "comm/state", "comm/transport",
           "comm/transport/shm", "comm/transport/tcp", "comm/transport/ib",
           "comm/fault", "comm/exec", "comm/gpu", "comm/api", "kernels", "topo",
           "include")
-#The layers, bottom(0) to top : a file may include headers of its own
-#layer and of layers below it.include / (the public API)is open to all.
+# The layers, bottom (0) to top: a file may include headers of its own
+# layer and of layers below it. include/ (the public API) is open to all.
 LAYERS = (("comm/core",), ("comm/algo", "kernels", "topo"), ("comm/net",),
           ("comm/state",), ("comm/transport",), ("comm/fault",), ("comm/exec",),
           ("comm/gpu",), ("comm/api",), ("comm/launch", "shard"), ("models",))
@@ -203,6 +209,13 @@ def violations(src, build=None):
                 found.add(f"public {f} -> {to}")
             if transport_of(to) and transport_of(to) != transport_of(f):
                 found.add(f"transport {f} -> {to}")
+            if (to.endswith("_impl.h") and
+                    os.path.dirname(to) != os.path.dirname(f)):
+                found.add(f"private {f} -> {to}")
+            gpu = os.path.join("comm", "gpu")
+            if (os.path.dirname(to) == gpu and os.path.dirname(f) != gpu and
+                    os.path.basename(to) != "gpu.h"):
+                found.add(f"gpu {f} -> {to}")
             lf, lt = layer(f), layer(to)
             if lf is not None and lt is not None and lt > lf:
                 found.add(f"layer {f} -> {to}")

@@ -1,8 +1,8 @@
 /*
  * softcuda.c - a CUDA runtime made of host memory and threads, for running
- * sharc's GPU data path (comm/gpu/devstream.c, comm/gpu/devipc.c) and the gpu
- * tests on machines without a GPU (cmake -DSHARC_SOFTCUDA=ON; the precedent is
- * tests/unit/mock_verbs.c, a software HCA for the ib transport).
+ * sharc's GPU data path (comm/gpu/: cuda_stream.c, path_staged.c, path_ipc.c)
+ * and the gpu tests on machines without a GPU (cmake -DSHARC_SOFTCUDA=ON; the
+ * precedent is tests/unit/mock_verbs.c, a software HCA for the ib transport).
  *
  * It implements exactly the subset of the runtime API that sharc, its tests
  * and its benchmark call, the driver entry points they fetch through

@@ -12,7 +12,7 @@
  *   - groups come in round order, at most max_groups per direction, with
  *     pieces sorted and disjoint; SHARC_AVG keeps every H2D byte for the end.
  *
- * Pure logic, no CUDA: the copies themselves are devstream.c's.
+ * Pure logic, no CUDA: the copies themselves are path_staged.c's.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -224,7 +224,7 @@ static void one(sched_algo_t algo, sched_coll_t coll, int n, int rank,
   sched_free(&s);
 }
 
-/* The layouts devstream.c stages: in place the staging mirrors the user's
+/* The layouts path_staged.c stages: in place the staging mirrors the user's
  * region; out of place [send][receive], the receive region aligned. */
 static void layouts(void) {
   devpipe_layout_t l;

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devstream.h" /* dev_is_device_ptr, dev_have_cuda */
 #include "expect.h"
+#include "gpu.h" /* dev_is_device_ptr, dev_have_cuda */
 #include "sharc.h"
 
 static int driver_loaded(void) {

@@ -1,12 +1,38 @@
 /*
- * devipc.c - device collectives through CUDA IPC between the ranks of one
- * host (devipc.h has the protocol).
+ * path_ipc.c - the ipc GPU path (SHARC_CUDA_PATH=ipc): collectives on
+ * device memory between the GPU ranks of one host through CUDA IPC
+ * (docs/design.md, decision 8): zero copy, the data moved by copy engines
+ * (cudaMemcpyAsync on IPC-mapped pointers) and the reductions by
+ * kernel_dev_reduce, no kernel waiting for another process.
+ *
+ * Takes a call when SHARC_CUDA_PATH=ipc, all ranks are on one host and the
+ * call is not a barrier: the CUDA stream gets the event E_k and the release
+ * wait (gs_mark) but no copies, and the worker, in the call's turn, runs
+ * ipc_run:
+ *
+ *   1. all-gather of one descriptor per rank (IPC handle and offset of its
+ *      send and receive buffers, or why they cannot be shared), over the
+ *      host transport: after it every rank's stream has reached the call;
+ *   2. each rank maps its peers' buffers (cached per allocation) and pulls
+ *      what it needs on an internal CUDA stream: all-gather and broadcast
+ *      copy, reduce-scatter reduces its own block from every rank's send
+ *      buffer, all-reduce does that for its block, agrees, then gathers the
+ *      other blocks from their owners' receive buffers;
+ *   3. the worker sleeps until the internal stream is done, then the ranks
+ *      agree on the outcome (an all-gather of one status each), so a rank
+ *      whose copies failed fails the call on every rank alike and nobody
+ *      reuses a buffer a peer may still read; then the usual release.
+ *
+ * A buffer in host memory, or device memory the legacy IPC API cannot share
+ * (cudaMallocAsync pools, cuMemCreate), fails the call on every rank with
+ * SHARC_ERR_INVALID_ARG naming the rank and the buffer.
+ *
  *
  * Ordering and safety, per call k on rank r:
- *  - r's CUDA stream reached k (event E_k, dev_ready) before r sends its
- *    descriptor, so when the descriptor all-gather completes every rank's
- *    send data is final and nothing of the user's later work runs on their
- *    buffers (each CUDA stream waits for its release);
+ *  - r's CUDA stream reached k (event E_k, the binding's before) before r sends
+ * its descriptor, so when the descriptor all-gather completes every rank's send
+ * data is final and nothing of the user's later work runs on their buffers
+ * (each CUDA stream waits for its release);
  *  - r reads peers' buffers only in regions their owners do not write in
  *    the same phase (reduce-scatter: r writes its own block, reads block r
  *    of the others; all-gather: r writes the blocks of the others, reads
@@ -18,7 +44,7 @@
  * Reductions fold in a fixed order starting with the rank's own block
  * (in place the destination is that block, so it is read before written).
  */
-#include "devipc.h"
+#include "gpu_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,16 +56,18 @@
 
 #include "devptr.h"
 
-int devipc_wanted(const struct sharc_comm *comm) {
+/* This path's index in dev_stream_t.path_state (gpu_paths). */
+#define IPC_SLOT 0
+
+/* SHARC_CUDA_PATH=ipc, all of comm's ranks on one host, not a barrier. */
+static int ipc_takes(const coll_call_t *call) {
   const char *path = param_str(PARAM_CUDA_PATH);
-  return dev_have_cuda() && comm->nhosts == 1 && path && !strcmp(path, "ipc");
+  return call->coll != SCHED_BARRIER && dev_have_cuda() &&
+         call->comm->nhosts == 1 && path && !strcmp(path, "ipc");
 }
 
-sharc_status_t devipc_check_env(const char *fn) {
+static sharc_status_t ipc_check_env(const char *fn) {
   const char *path = param_str(PARAM_CUDA_PATH);
-  if (path && strcmp(path, "staged") && strcmp(path, "ipc"))
-    return err_set(SHARC_ERR_INVALID_ARG,
-                   "%s: SHARC_CUDA_PATH=%s: use staged or ipc", fn, path);
   /* The IPC path's copies run on an internal stream while the caller's
    * stream waits: with one hardware queue they would queue behind that
    * wait and never run. */
@@ -205,7 +233,7 @@ static void share(const void *p, size_t len, int shared, ipc_buf_t *b) {
   b->state = BS_OK;
 }
 
-sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out) {
+sharc_status_t gpu_mem_describe(const void *p, size_t bytes, mem_dev_t *out) {
   static const char fn[] = "sharc_mem_register";
   struct cudaPointerAttributes a;
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -255,7 +283,7 @@ sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out) {
  * cudaIpcOpenMemHandle maps an allocation once per process; the cache keeps
  * the mapping for the later calls on the same buffers. A call holds the
  * slots it uses (inuse) until its copies finished. Mappings are closed only
- * by devipc_trim, from sharc_stream_synchronize, never inside a call:
+ * by ipc_trim, from sharc_stream_synchronize, never inside a call:
  * cudaIpcCloseMemHandle may synchronize the device, and inside a call this
  * rank's CUDA stream waits for the worker doing it. A peer that frees a
  * buffer and allocates another gets a new handle, so a mapping is never
@@ -272,7 +300,7 @@ typedef struct {
   int device;
   int inuse;
   void *ptr;      /* NULL: empty */
-  int keep;       /* registered by its owner: not closed by devipc_trim */
+  int keep;       /* registered by its owner: not closed by ipc_trim */
   int64_t owner;  /* the owner (pid, nonce), and its mem_dev_epoch when */
   uint64_t nonce; /* seen registered (a later epoch ends keep) */
   uint64_t epoch;
@@ -367,7 +395,14 @@ static void map_put(map_slot_t *s) {
   pthread_mutex_unlock(&maps.lock);
 }
 
-void devipc_trim(void) {
+/* Closes the mappings of peers' buffers no call is using (process-wide),
+ * when a CUDA stream that took this path is idle (gpu_path_t.synced),
+ * never inside a call. Mappings of buffers their owners registered
+ * (sharc_mem_register) stay until the owner has deregistered device memory
+ * since. */
+static void ipc_trim(dev_stream_t *ds) {
+  if (!ds->path_state[IPC_SLOT]) /* no call of ds took the path */
+    return;
   pthread_mutex_lock(&maps.lock);
   /* Past MAP_KEEP_MAX kept mappings, the least recently used idle ones
    * close too (their owners may be gone for good). */
@@ -408,7 +443,7 @@ void devipc_trim(void) {
 
 typedef struct {
   coll_call_t *call;
-  sharc_status_t (*run)(coll_call_t *);
+  call_host_fn host; /* the host collectives of the call's turn */
   int rank, n, device;
   size_t esize, cb;     /* element size; bytes of one rank's block */
   ipc_desc_t *all;      /* [n] */
@@ -435,7 +470,7 @@ static sharc_status_t host_coll(ipc_call_t *c, sched_coll_t coll,
                    .dtype = SHARC_U8,
                    .op = SHARC_SUM,
                    .comm = comm};
-  sharc_status_t st = c->run(&h);
+  sharc_status_t st = c->host(&h, NULL, NULL);
   if (st != SHARC_OK && !atomic_load(&comm->unusable))
     comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
   return st;
@@ -692,19 +727,31 @@ static sharc_status_t phase_two(ipc_call_t *c) {
   return finish(c, e, "gathering the reduced blocks");
 }
 
-sharc_status_t devipc_run(coll_call_t *call,
-                          sharc_status_t (*run)(coll_call_t *)) {
+/* A CUDA stream's state of this path (ds->path_state[IPC_SLOT], made by
+ * its first call on the path): the internal CUDA stream the copies and
+ * reductions run on and the blocking-sync event the worker waits on. */
+typedef struct {
+  int device;
+  cudaStream_t cs;
+  cudaEvent_t ev;
+} ipc_ctx_t;
+
+/* The worker, in call's turn (call_path_t.run): the CUDA stream has reached
+ * the call (E_k); host runs the descriptor exchange and the agreements
+ * without recorder entries of their own, so the flight recorder shows the
+ * user's call and the rank its steps wait on. */
+static sharc_status_t ipc_run(coll_call_t *call, call_host_fn host) {
   struct sharc_comm *comm = call->comm;
   ipc_call_t c = {.call = call,
-                  .run = run,
+                  .host = host,
                   .rank = comm->rank,
                   .n = comm->nranks,
                   .esize = sharc_dtype_size(call->dtype)};
   c.cb = call->count * c.esize;
-  const devipc_ctx_t *ctx = call->ipc;
+  const ipc_ctx_t *ctx = call->path_arg;
   c.device = ctx->device;
-  c.cs = (cudaStream_t)ctx->stream;
-  c.ev = (cudaEvent_t)ctx->event;
+  c.cs = ctx->cs;
+  c.ev = ctx->ev;
   /* The worker's device, whatever a host function on the stream set. */
   if (cudaSetDevice(c.device) != cudaSuccess)
     (void)cudaGetLastError();
@@ -746,11 +793,57 @@ out:
   return st;
 }
 
+/* The enqueueing thread (gpu_path_t.stage): the call's own buffers, nothing
+ * copied; the CUDA stream marks the call and waits for its release. */
+static sharc_status_t ipc_stage(dev_stream_t *ds, coll_call_t *call,
+                                dev_work_t *w, const char *fn) {
+  ipc_ctx_t *ctx = ds->path_state[IPC_SLOT];
+  if (!ctx) {
+    if (!(ctx = calloc(1, sizeof *ctx)))
+      return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory",
+                     fn);
+    ctx->device = ds->device;
+    cudaError_t e = cudaStreamCreateWithFlags(&ctx->cs, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+      e = cudaEventCreateWithFlags(&ctx->ev, cudaEventBlockingSync |
+                                                 cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      if (ctx->cs)
+        (void)cudaStreamDestroy(ctx->cs);
+      free(ctx);
+      return gs_cuda_fail(e, fn, "the CUDA IPC path's stream");
+    }
+    ds->path_state[IPC_SLOT] = ctx;
+  }
+  CHECK(gs_mark(ds, w, fn));
+  call->path = &gpu_path_ipc.call;
+  call->path_arg = ctx;
+  return SHARC_OK;
+}
+
+static void ipc_close(dev_stream_t *ds) {
+  ipc_ctx_t *ctx = ds->path_state[IPC_SLOT];
+  if (!ctx)
+    return;
+  (void)cudaEventDestroy(ctx->ev);
+  (void)cudaStreamDestroy(ctx->cs);
+  (void)cudaGetLastError();
+  free(ctx);
+  ds->path_state[IPC_SLOT] = NULL;
+}
+
+const gpu_path_t gpu_path_ipc = {
+    .call = {.name = "ipc", .run = ipc_run},
+    .takes = ipc_takes,
+    .check_env = ipc_check_env,
+    .stage = ipc_stage,
+    .synced = ipc_trim,
+    .close = ipc_close,
+};
+
 #else /* !SHARC_HAVE_CUDA */
 
-void devipc_trim(void) {}
-
-sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out) {
+sharc_status_t gpu_mem_describe(const void *p, size_t bytes, mem_dev_t *out) {
   (void)p;
   (void)bytes;
   (void)out;
@@ -758,11 +851,8 @@ sharc_status_t devipc_describe(const void *p, size_t bytes, mem_dev_t *out) {
                  "sharc_mem_register: device memory in a build without CUDA");
 }
 
-sharc_status_t devipc_run(coll_call_t *call,
-                          sharc_status_t (*run)(coll_call_t *)) {
-  (void)run;
-  return comm_error(call->comm, SHARC_ERR_UNSUPPORTED,
-                    "CUDA IPC: this sharc was built without CUDA");
-}
+/* Takes nothing: dev_have_cuda() is 0. */
+const gpu_path_t gpu_path_ipc = {
+    .call = {.name = "ipc"}, .takes = ipc_takes, .check_env = ipc_check_env};
 
 #endif /* SHARC_HAVE_CUDA */

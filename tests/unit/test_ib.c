@@ -23,8 +23,8 @@
  * both ways) and no verbs object may be left, and two failures are
  * injected: a write whose retries run out, and a port going down.
  */
+#include "ctrl.h"
 #include "ib.h"
-#include "ib_ctrl.h"
 #include "ib_dev.h"
 #include "ib_track.h"
 #include "unit/expect.h"

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctrl.h"
 #include "ib.h"
-#include "ib_ctrl.h"
 #include "ib_dev.h"
 #include "ib_track.h"
 #include "unit/expect.h"

@@ -72,8 +72,8 @@
 #include "ib_verbs.h"
 #include "mem.h"
 
-#define MSG_INFO (IBC_USER + 0)
-#define MSG_RTR (IBC_USER + 1)
+#define MSG_INFO (CTRL_USER + 0)
+#define MSG_RTR (CTRL_USER + 1)
 #define IB_REG_CACHE 64 /* registered user regions kept */
 
 /* ---- vtable: FIFOs (executor) ---------------------------------------------
@@ -234,7 +234,7 @@ static ib_pair_t *pair_get(struct ib_state *st, int peer, int chan, int create,
     pthread_mutex_unlock(&st->lock);
     ib_info_t info;
     ib_pair_info(p, &info);
-    *s = ibc_send(st->ctrl, peer, MSG_INFO, &info, sizeof info);
+    *s = ctrl_send(st->ctrl, peer, MSG_INFO, &info, sizeof info);
     pthread_mutex_unlock(&p->lock);
     return *s == SHARC_OK ? p : NULL;
   }
@@ -282,7 +282,7 @@ static void on_msg(void *arg, int peer, int type, const void *body,
           st->dev.name, st->dev.port, (int)chan, peer, host_of(st, peer), why);
     else {
       atomic_store(&p->state, P_RTS);
-      ibc_send(st->ctrl, peer, MSG_RTR, &chan, sizeof chan);
+      ctrl_send(st->ctrl, peer, MSG_RTR, &chan, sizeof chan);
     }
   }
   int expect = P_RTS;
@@ -294,40 +294,6 @@ static void on_msg(void *arg, int peer, int type, const void *body,
   comm_wake(comm);
 }
 
-static void on_lost(void *arg, int peer, int err) {
-  struct ib_state *st = arg;
-  struct sharc_comm *comm = st->comm;
-  char why[400];
-  snprintf(why, sizeof why,
-           "rank %d (host %s, pid %d) closed its connection: process died "
-           "or left the communicator%s%s",
-           peer, comm->peers[peer].host, comm->peers[peer].pid, err ? " (" : "",
-           err ? strerror(err) : "");
-  if (err)
-    strncat(why, ")", sizeof why - strlen(why) - 1);
-  comm_fail(comm, peer, SHARC_ERR_PEER_LOST, why);
-}
-
-static void on_abort(void *arg, int peer, int f, sharc_status_t s) {
-  struct ib_state *st = arg;
-  struct sharc_comm *comm = st->comm;
-  char why[400];
-  int known = f >= 0 && f < comm->nranks;
-  if (known)
-    snprintf(why, sizeof why,
-             "rank %d (host %s) %s (reported by rank %d, "
-             "host %s)",
-             f, comm->peers[f].host,
-             s == SHARC_ERR_PEER_LOST ? "was lost"
-             : s == SHARC_ERR_TIMEOUT ? "timed out"
-                                      : sharc_status_string(s),
-             peer, comm->peers[peer].host);
-  else
-    snprintf(why, sizeof why, "rank %d (host %s) aborted the communicator: %s",
-             peer, comm->peers[peer].host, sharc_status_string(s));
-  comm_fail(comm, known ? f : -1, s, why);
-}
-
 static void on_kick(void *arg) { ib_kick(arg); }
 
 static void *progress_main(void *arg) {
@@ -335,7 +301,7 @@ static void *progress_main(void *arg) {
   while (!atomic_load(&st->stop)) {
     size_t n;
     int timeout_ms;
-    struct pollfd *pfd = ibc_pollset(st->ctrl, 3, &n, &timeout_ms);
+    struct pollfd *pfd = ctrl_pollset(st->ctrl, 3, &n, &timeout_ms);
     if (!pfd) {
       comm_fail(st->comm, -1, SHARC_ERR_NO_MEM,
                 "ib: out of memory in the progress thread");
@@ -357,7 +323,7 @@ static void *progress_main(void *arg) {
       ib_drain_cq_events(st);
     if (pfd[2].revents)
       ib_drain_async(st);
-    ibc_handle(st->ctrl, 3, n);
+    ctrl_handle(st->ctrl, 3, n);
   }
   return NULL;
 }
@@ -398,7 +364,7 @@ static void state_free(struct ib_state *st) {
   if (st->chan)
     ibv_destroy_comp_channel(st->chan);
   ib_dev_close(&st->dev);
-  ibc_destroy(st->ctrl);
+  ctrl_destroy(st->ctrl);
   pthread_mutex_destroy(&st->lock);
   pthread_mutex_destroy(&st->reg_lock);
   free(st->pairs);
@@ -464,8 +430,10 @@ static sharc_status_t ib_setup(struct sharc_comm *comm) {
   pthread_mutex_init(&st->lock, NULL);
   pthread_mutex_init(&st->reg_lock, NULL);
   sharc_status_t s = SHARC_OK;
-  ibc_ops_t ops = {on_msg, on_lost, on_abort, on_kick, st};
-  CHECK_GOTO(ibc_create(comm, &ops, &st->ctrl), s, fail);
+  /* a lost peer and abort notices fail the communicator as on every
+   * network transport (ctrl.c's defaults) */
+  ctrl_ops_t ops = {.name = "ib", .on_msg = on_msg, .kick = on_kick, .arg = st};
+  CHECK_GOTO(ctrl_create(comm, &ops, &st->ctrl), s, fail);
   CHECK_GOTO(ib_dev_open(comm, &st->dev), s, fail);
   st->chan = ibv_create_comp_channel(st->dev.ctx);
   st->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -519,7 +487,7 @@ static sharc_status_t ib_connect(struct sharc_comm *comm, int peer, int chan,
                                  transport_conn_t **conn) {
   struct ib_state *st = comm->tp_state[TRANSPORT_IB];
   CHECK(comm_check_connect(comm, "ib", st, peer, chan, st ? st->nchan : 0));
-  CHECK(ibc_connect(st->ctrl, peer, deadline_ns));
+  CHECK(ctrl_connect(st->ctrl, peer, deadline_ns));
   sharc_status_t s;
   ib_pair_t *p = pair_get(st, peer, chan, 1, &s);
   if (!p)
@@ -537,9 +505,9 @@ static sharc_status_t ib_check(transport_conn_t *c) {
   struct ib_state *st = p->st;
   struct sharc_comm *comm = st->comm;
   const char *host = host_of(st, c->peer);
-  int ps = ibc_peer_state(st->ctrl, c->peer);
+  int ps = ctrl_peer_state(st->ctrl, c->peer);
   int s = atomic_load(&p->state);
-  if (ps == IBC_PEER_LOST)
+  if (ps == CTRL_PEER_LOST)
     return comm_record(comm, SHARC_ERR_PEER_LOST,
                        "rank %d (host %s, pid %d) closed its connection: "
                        "process died or left the communicator",
@@ -548,7 +516,7 @@ static sharc_status_t ib_check(transport_conn_t *c) {
    * peer's last write: a rank still waiting 200 ms after it has really
    * lost the peer. */
   int bye_lost = 0;
-  if (ps == IBC_PEER_BYE &&
+  if (ps == CTRL_PEER_BYE &&
       (c->is_send || atomic_load(&p->rx_head) == atomic_load(&p->rx_tail))) {
     uint64_t now = time_ns();
     pthread_mutex_lock(&p->lock);
@@ -578,11 +546,11 @@ static sharc_status_t ib_check(transport_conn_t *c) {
         "ib: channel %d to rank %d (host %s) not connected within "
         "SHARC_TIMEOUT=%s: %s",
         c->chan, c->peer, host, param_str(PARAM_TIMEOUT),
-        ps == IBC_PEER_NONE ? "its control connection never arrived (it has "
-                              "not reached this point, or cannot reach this "
-                              "host)"
-        : s == P_INIT       ? "its QP information never arrived"
-                            : "its QPs never reported ready");
+        ps == CTRL_PEER_NONE ? "its control connection never arrived (it has "
+                               "not reached this point, or cannot reach this "
+                               "host)"
+        : s == P_INIT        ? "its QP information never arrived"
+                             : "its QPs never reported ready");
   return SHARC_OK;
 }
 
@@ -590,7 +558,7 @@ static void ib_notify_abort(struct sharc_comm *comm, int failed_rank,
                             sharc_status_t s) {
   struct ib_state *st = comm->tp_state[TRANSPORT_IB];
   if (st)
-    ibc_abort_all(st->ctrl, failed_rank, s);
+    ctrl_abort_all(st->ctrl, failed_rank, s);
 }
 
 /* Every committed byte written and completed (or its peer gone). */
@@ -599,9 +567,9 @@ static int tx_flushed(struct ib_state *st) {
   pthread_mutex_lock(&st->lock);
   for (size_t i = 0; i < (size_t)st->comm->nranks * (size_t)st->nchan; i++) {
     ib_pair_t *p = st->pairs[i];
-    int ps = p ? ibc_peer_state(st->ctrl, p->peer) : IBC_PEER_NONE;
-    if (p && atomic_load(&p->state) != P_FAILED && ps != IBC_PEER_LOST &&
-        ps != IBC_PEER_BYE &&
+    int ps = p ? ctrl_peer_state(st->ctrl, p->peer) : CTRL_PEER_NONE;
+    if (p && atomic_load(&p->state) != P_FAILED && ps != CTRL_PEER_LOST &&
+        ps != CTRL_PEER_BYE &&
         atomic_load(&p->tx_done) != atomic_load(&p->tx_head))
       done = 0;
   }
@@ -624,7 +592,7 @@ static void ib_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
     }
     comm_wait(comm, seen, SHARC_MIN(deadline_ns - now, 100000000ull));
   }
-  ibc_bye_all(st->ctrl);
+  ctrl_bye_all(st->ctrl);
   atomic_store(&st->stop, 1);
   ib_kick(st);
   pthread_join(st->thread, NULL);

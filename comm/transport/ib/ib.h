@@ -7,8 +7,6 @@
  *               then opening the device (verbs)
  *   ib_track.c  the order of completions across several QPs and the
  *               registration cache for user buffers (pure)
- *   ib_ctrl.c   out-of-band control sockets between ranks: QP information,
- *               goodbye, abort notices, peer loss (sockets, no verbs)
  *   ib_qp.c     a pair's verbs resources and QP state machine (verbs)
  *   ib_tx.c     the sending side: RDMA writes, credits, control words, a
  *               pair's failure (verbs)
@@ -16,7 +14,10 @@
  *   ib.c        the data path, the progress thread and the vtable (verbs)
  *   ib_none.c   without libibverbs: a vtable that refuses with a reason
  *
- * Each file has its own header (ib_dev.h, ib_track.h, ib_ctrl.h; ib_verbs.h
+ * QP information, goodbyes, abort notices and peer loss travel on the
+ * control channel the network transports share (comm/transport/ctrl.c).
+ *
+ * Each file has its own header (ib_dev.h, ib_track.h; ib_verbs.h
  * for the verbs files, ib.h for ib.c's test entry points), and each calls
  * only files listed above it, so the transport's files form no cycle.
  * Everything here is internal to libsharc.

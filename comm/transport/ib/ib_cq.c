@@ -24,11 +24,11 @@ static const char *wr_what(int kind) {
 
 static void wc_error(ib_pair_t *p, const struct ibv_wc *wc) {
   struct ib_state *st = p->st;
-  int ps = ibc_peer_state(st->ctrl, p->peer);
+  int ps = ctrl_peer_state(st->ctrl, p->peer);
   /* Flushes follow an error reported already, or our own teardown; a peer
    * that left or died is reported through its control socket. */
-  if (wc->status == IBV_WC_WR_FLUSH_ERR || ps == IBC_PEER_BYE ||
-      ps == IBC_PEER_LOST || atomic_load(&st->stop)) {
+  if (wc->status == IBV_WC_WR_FLUSH_ERR || ps == CTRL_PEER_BYE ||
+      ps == CTRL_PEER_LOST || atomic_load(&st->stop)) {
     TRACE(SUB_NET, "ib: rank %d: %s completed with %s (ignored)", p->peer,
           wr_what(WR_KIND(wc->wr_id)), ibv_wc_status_str(wc->status));
     if (wc->status != IBV_WC_WR_FLUSH_ERR)
@@ -186,7 +186,7 @@ void ib_drain_async(struct ib_state *st) {
       ib_pair_t *p = t == IBV_EVENT_CQ_ERR ? ev.element.cq->cq_context
                                            : ev.element.qp->qp_context;
       pthread_mutex_lock(&p->lock);
-      if (ibc_peer_state(st->ctrl, p->peer) != IBC_PEER_BYE)
+      if (ctrl_peer_state(st->ctrl, p->peer) != CTRL_PEER_BYE)
         ib_pair_fail(p, SHARC_ERR_NET, -1,
                      "ib: %s port %d: %s on the %s to rank %d (host %s), "
                      "channel %d",

@@ -83,7 +83,7 @@ void ib_ctl_flush(ib_pair_t *p) {
   struct ib_state *st = p->st;
   int s = atomic_load(&p->state);
   if (s == P_FAILED || s == P_INIT || !p->got_rtr ||
-      ibc_peer_state(st->ctrl, p->peer) == IBC_PEER_BYE)
+      ctrl_peer_state(st->ctrl, p->peer) == CTRL_PEER_BYE)
     return; /* nobody to tell after a goodbye */
   if (p->need_want && !p->want_out && p->sq_used[0] < p->sq_depth) {
     uint32_t seen = (uint32_t)atomic_load(&p->tx_acked) & M30;

@@ -18,7 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "ib_ctrl.h"
+#include "ctrl.h"
 #include "ib_dev.h"
 #include "ib_track.h"
 #include "state.h"
@@ -113,7 +113,7 @@ struct ib_state {
   struct sharc_comm *comm;
   const transport_t *vt; /* &transport_ib: the vtable of its connections */
   ib_dev_t dev;
-  ibc_t *ctrl;
+  ctrl_t *ctrl;
   struct ibv_comp_channel *chan;
   int nchan, nqp;
   int timeout, retry, sl, tc; /* SHARC_IB_TIMEOUT, _RETRY_CNT, _SL, _TC */

@@ -24,8 +24,9 @@
  * {magic, version, uid, token, rank, chan}; the higher rank's progress thread
  * accepts, checks it (token in constant time) and binds the socket to the pair,
  * or drops it with a WARN. The first dial to a peer also opens its control
- * socket (chan 0xFF), which carries abort notices and a goodbye sent at clean
- * teardown. A control socket that ends without a goodbye means the peer died:
+ * socket (chan 0xFF), which the control channel of the network transports
+ * takes over (ctrl.c): abort notices and a goodbye sent at clean teardown.
+ * A control socket that ends without a goodbye means the peer died:
  * comm_fail at once. A data socket that ends only makes that FIFO report
  * PEER_LOST (lazily, from check()) once its received bytes are consumed.
  *
@@ -327,22 +328,22 @@ static void pair_free(tcp_pair_t *p) {
 
 /* ---- failures ------------------------------------------------------------ */
 
+/* A data socket ended while no control socket can tell a goodbye from a
+ * death (it never opened): the peer is lost. */
 static void peer_lost(struct tcp_state *st, int peer, int err) {
   tcp_peer_t *pp = &st->peers[peer];
-  if (atomic_load(&pp->goodbye) || atomic_exchange(&pp->lost, 1))
+  if (atomic_exchange(&pp->lost, 1))
     return;
   struct sharc_comm *comm = st->comm;
-  char why[400];
-  if (err && err != ECONNRESET && err != EPIPE)
+  if (err && err != ECONNRESET && err != EPIPE) {
+    char why[400];
     snprintf(why, sizeof why,
              "tcp: connection to rank %d (host %s, pid %d) failed: %s", peer,
              comm->peers[peer].host, comm->peers[peer].pid, strerror(err));
-  else
-    snprintf(why, sizeof why,
-             "rank %d (host %s, pid %d) closed its connection: process died "
-             "or left the communicator",
-             peer, comm->peers[peer].host, comm->peers[peer].pid);
-  comm_fail(comm, peer, SHARC_ERR_PEER_LOST, why);
+    comm_fail(comm, peer, SHARC_ERR_PEER_LOST, why);
+  } else {
+    ctrl_fail_lost(st->ctrl, peer, 0);
+  }
 }
 
 /* A data socket ended. Only the control socket decides that the peer died
@@ -352,84 +353,9 @@ static void pair_ended(struct tcp_state *st, tcp_pair_t *p, int err) {
   if (err)
     atomic_store(&p->err, err);
   comm_wake(st->comm);
-  if (atomic_load(&pp->ctrl_fd) < 0 || pp->ctrl_done)
+  (void)pp;
+  if (ctrl_peer_state(st->ctrl, p->peer) == CTRL_PEER_NONE)
     peer_lost(st, p->peer, err);
-}
-
-static void handle_ctrl(struct tcp_state *st, int peer, const ctrl_msg_t *m) {
-  struct sharc_comm *comm = st->comm;
-  if (m->magic != TCP_CTRL_MAGIC) {
-    WARN(SUB_NET,
-         "tcp: rank %d (host %s) sent a malformed control message "
-         "(magic 0x%x); ignored",
-         peer, comm->peers[peer].host, m->magic);
-    return;
-  }
-  if (m->status == SHARC_OK) {
-    atomic_store(&st->peers[peer].goodbye, 1);
-    return;
-  }
-  sharc_status_t s = (sharc_status_t)m->status;
-  int f = m->failed_rank;
-  char why[400];
-  if (f >= 0 && f < comm->nranks)
-    snprintf(why, sizeof why,
-             "rank %d (host %s) %s (reported by rank %d, "
-             "host %s)",
-             f, comm->peers[f].host,
-             s == SHARC_ERR_PEER_LOST ? "was lost"
-             : s == SHARC_ERR_TIMEOUT ? "timed out"
-                                      : sharc_status_string(s),
-             peer, comm->peers[peer].host);
-  else
-    snprintf(why, sizeof why, "rank %d (host %s) aborted the communicator: %s",
-             peer, comm->peers[peer].host, sharc_status_string(s));
-  comm_fail(comm, f >= 0 && f < comm->nranks ? f : -1, s, why);
-}
-
-static void ctrl_read(struct tcp_state *st, int peer) {
-  tcp_peer_t *pp = &st->peers[peer];
-  int fd = atomic_load(&pp->ctrl_fd);
-  for (;;) {
-    ssize_t n = recv(fd, pp->cbuf + pp->cfill, sizeof pp->cbuf - pp->cfill,
-                     MSG_DONTWAIT);
-    if (n > 0) {
-      pp->cfill += (size_t)n;
-      if (pp->cfill == sizeof pp->cbuf) {
-        ctrl_msg_t m;
-        memcpy(&m, pp->cbuf, sizeof m);
-        pp->cfill = 0;
-        handle_ctrl(st, peer, &m);
-      }
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return;
-    pp->ctrl_done = 1;
-    peer_lost(st, peer, n < 0 ? errno : 0);
-    return;
-  }
-}
-
-/* Best effort, never blocks: a full socket drops the message. */
-static void ctrl_send(struct tcp_state *st, int peer, int failed_rank,
-                      sharc_status_t s) {
-  tcp_peer_t *pp = &st->peers[peer];
-  int fd = atomic_load(&pp->ctrl_fd);
-  if (fd < 0 || atomic_load(&pp->lost))
-    return;
-  ctrl_msg_t m = {TCP_CTRL_MAGIC, failed_rank, (int32_t)s};
-  pthread_mutex_lock(&pp->ctrl_lock);
-  ssize_t n;
-  do {
-    n = send(fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  pthread_mutex_unlock(&pp->ctrl_lock);
-  if (n != (ssize_t)sizeof m)
-    TRACE(SUB_NET, "tcp: control message to rank %d not sent (%s)", peer,
-          n < 0 ? strerror(errno) : "partial");
 }
 
 static void tcp_notify_abort(struct sharc_comm *comm, int failed_rank,
@@ -437,9 +363,7 @@ static void tcp_notify_abort(struct sharc_comm *comm, int failed_rank,
   struct tcp_state *st = comm->tp_state[TRANSPORT_TCP];
   if (!st)
     return;
-  for (int r = 0; r < comm->nranks; r++)
-    if (r != comm->rank)
-      ctrl_send(st, r, failed_rank, s);
+  ctrl_abort_all(st->ctrl, failed_rank, s);
 }
 
 /* ---- progress thread: data ------------------------------------------------
@@ -584,6 +508,8 @@ static short pair_events(tcp_pair_t *p) {
 
 /* ---- progress thread: loop ---------------------------------------------- */
 
+static void ctrl_kick(void *arg) { tcp_kick(arg); }
+
 static int poll_add(struct tcp_state *st, size_t *n, int fd, short ev, int kind,
                     void *obj) {
   if (*n == st->pcap) {
@@ -605,6 +531,15 @@ static int poll_add(struct tcp_state *st, size_t *n, int fd, short ev, int kind,
   return 0;
 }
 
+/* ctrl_poll_add's add: a control channel entry (who) of the poll set. */
+static int ctrl_add(void *owner, int fd, short ev, int32_t who) {
+  struct tcp_state *st = owner;
+  size_t n = st->pn;
+  int rc = poll_add(st, &n, fd, ev, K_CTRL, (void *)(intptr_t)who);
+  st->pn = n;
+  return rc;
+}
+
 /* Under st->lock. */
 static int build_pollset(struct tcp_state *st, size_t *n, int *timeout_ms) {
   struct sharc_comm *comm = st->comm;
@@ -621,11 +556,11 @@ static int build_pollset(struct tcp_state *st, size_t *n, int *timeout_ms) {
     rc |= poll_add(st, n, st->pend[i].p.fd, POLLIN, K_PEND, &st->pend[i]);
     next = SHARC_MIN(next, st->pend[i].p.deadline);
   }
+  st->pn = *n;
+  rc |= ctrl_poll_add(st->ctrl, ctrl_add, st, &next);
+  *n = st->pn;
   for (int r = 0; r < comm->nranks; r++) {
     tcp_peer_t *pp = &st->peers[r];
-    int cfd = atomic_load(&pp->ctrl_fd);
-    if (cfd >= 0 && !pp->ctrl_done)
-      rc |= poll_add(st, n, cfd, POLLIN, K_CTRL, (void *)(intptr_t)r);
     for (int c = 0; c < st->nchan; c++) {
       tcp_pair_t *p = pp->chan[c];
       short ev = p && p->fd >= 0 ? pair_events(p) : 0;
@@ -677,7 +612,7 @@ static void *progress_main(void *arg) {
         tcp_pend_read(st, obj);
         break;
       case K_CTRL:
-        ctrl_read(st, (int)(intptr_t)obj);
+        ctrl_event(st->ctrl, (int32_t)(intptr_t)obj, re);
         break;
       case K_DATA:
         /* not on POLLOUT alone: that would tell a waiting direct receive
@@ -736,16 +671,23 @@ static sharc_status_t tcp_setup(struct sharc_comm *comm) {
     return comm_error(comm, SHARC_ERR_NO_MEM, "tcp: out of memory for %d peers",
                       comm->nranks);
   }
-  for (int r = 0; r < comm->nranks; r++) {
+  for (int r = 0; r < comm->nranks; r++)
     st->peers[r].chan = st->pairs + (size_t)r * (size_t)nchan;
-    atomic_init(&st->peers[r].ctrl_fd, -1);
-    pthread_mutex_init(&st->peers[r].ctrl_lock, NULL);
-  }
   st->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (st->efd < 0) {
     int e = errno;
     state_free(st);
     return comm_error(comm, SHARC_ERR_SYSTEM, "tcp: eventfd: %s", strerror(e));
+  }
+  /* The control sockets open through tcp's own hello (tcp_dial_ctrl) and
+   * arrive on tcp's listener (bind_hello); a lost peer and abort notices
+   * fail the communicator as on every network transport. */
+  ctrl_ops_t ops = {
+      .name = "tcp", .kick = ctrl_kick, .dial = tcp_dial_ctrl, .arg = st};
+  sharc_status_t cs = ctrl_create(comm, &ops, &st->ctrl);
+  if (cs != SHARC_OK) {
+    state_free(st);
+    return cs;
   }
   /* Published before the thread starts: its comm_fail reads
    * comm->tp_state[TRANSPORT_TCP]. */
@@ -795,14 +737,15 @@ static sharc_status_t tcp_check(transport_conn_t *c) {
             (atomic_load(&p->rxr.head) == atomic_load(&p->rxr.tail) ||
              atomic_load(&p->rx_direct));
   }
-  if (atomic_load(&pp->lost) || ended) {
+  int cs = ctrl_peer_state(st->ctrl, c->peer);
+  if (atomic_load(&pp->lost) || cs == CTRL_PEER_LOST || ended) {
     int err = atomic_load(&p->err);
     if (err && err != ECONNRESET && err != EPIPE)
       return comm_record(
           comm, SHARC_ERR_NET, "tcp: channel %d to rank %d (host %s, %s): %s",
           c->chan, c->peer, host, tcp_addr_of(comm, c->peer, as, sizeof as),
           strerror(err));
-    if (atomic_load(&pp->goodbye))
+    if (cs == CTRL_PEER_BYE)
       return comm_record(comm, SHARC_ERR_PEER_LOST,
                          "tcp: rank %d (host %s) left the communicator while "
                          "this rank still %s it on channel %d",
@@ -841,6 +784,7 @@ static int tx_flushed(struct tcp_state *st) {
     tcp_pair_t *p = st->pairs[i]; /* unbound ones too: a dial may be due */
     if (p && !atomic_load(&p->tx_dead) &&
         !atomic_load(&st->peers[p->peer].lost) &&
+        ctrl_peer_state(st->ctrl, p->peer) != CTRL_PEER_LOST &&
         atomic_load(&p->txr.head) != atomic_load(&p->txr.tail))
       done = 0;
   }
@@ -860,13 +804,7 @@ static void state_free(struct tcp_state *st) {
   struct sharc_comm *comm = st->comm;
   for (int i = 0; i < st->npend; i++)
     close(st->pend[i].p.fd);
-  if (st->peers)
-    for (int r = 0; r < comm->nranks; r++) {
-      int fd = atomic_load(&st->peers[r].ctrl_fd);
-      if (fd >= 0)
-        close_socket(fd);
-      pthread_mutex_destroy(&st->peers[r].ctrl_lock);
-    }
+  ctrl_destroy(st->ctrl);
   if (st->pairs)
     for (size_t i = 0; i < (size_t)comm->nranks * (size_t)st->nchan; i++) {
       tcp_pair_t *p = st->pairs[i];
@@ -903,9 +841,7 @@ static void tcp_teardown(struct sharc_comm *comm, uint64_t deadline_ns) {
       }
       comm_wait(comm, seen, SHARC_MIN(deadline_ns - now, 100000000ull));
     }
-    for (int r = 0; r < comm->nranks; r++)
-      if (r != comm->rank)
-        ctrl_send(st, r, comm->rank, SHARC_OK);
+    ctrl_bye_all(st->ctrl);
     atomic_store(&st->stop, 1);
     tcp_kick(st);
     pthread_join(st->thread, NULL);

@@ -4,7 +4,8 @@
  * uid, token, rank, chan}; the higher rank's progress thread accepts,
  * checks the hello (token in constant time) and binds the socket to its
  * pair, or drops it with a WARN. The first dial to a peer also opens its
- * control socket (chan TCP_CTRL).
+ * control socket (chan TCP_CTRL), which the control channel (ctrl.c) takes
+ * over on both ends.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -76,26 +77,21 @@ static int bind_hello(struct tcp_state *st, pending_t *pe) {
   else if (h->chan != TCP_CTRL && h->chan >= (uint32_t)st->nchan)
     bad = "channel out of range";
   int r = h->rank, ok = 0;
-  if (!bad) {
+  if (!bad && h->chan == TCP_CTRL) {
+    ok = ctrl_adopt(st->ctrl, r, pe->p.fd) == 0;
+  } else if (!bad) {
     pthread_mutex_lock(&st->lock);
-    if (h->chan == TCP_CTRL) {
-      if (atomic_load(&st->peers[r].ctrl_fd) < 0) {
-        atomic_store(&st->peers[r].ctrl_fd, pe->p.fd);
-        ok = 1;
-      }
-    } else {
-      tcp_pair_t *p = tcp_pair_get(st, r, (int)h->chan);
-      if (!p)
-        bad = "out of memory for its FIFOs";
-      else if (p->fd < 0) {
-        p->fd = pe->p.fd;
-        ok = 1;
-      }
+    tcp_pair_t *p = tcp_pair_get(st, r, (int)h->chan);
+    if (!p)
+      bad = "out of memory for its FIFOs";
+    else if (p->fd < 0) {
+      p->fd = pe->p.fd;
+      ok = 1;
     }
     pthread_mutex_unlock(&st->lock);
-    if (!ok && !bad)
-      bad = "duplicate connection";
   }
+  if (!ok && !bad)
+    bad = "duplicate connection";
   char as[96];
   if (bad) {
     WARN(SUB_NET,
@@ -156,12 +152,16 @@ static sharc_status_t dial(struct tcp_state *st, int peer, uint32_t chan,
   return SHARC_OK;
 }
 
+sharc_status_t tcp_dial_ctrl(void *arg, int peer, uint64_t deadline_ns,
+                             int *fd) {
+  return dial(arg, peer, TCP_CTRL, deadline_ns, fd);
+}
+
 sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
                            int is_send, uint64_t deadline_ns,
                            transport_conn_t **conn) {
   struct tcp_state *st = comm->tp_state[TRANSPORT_TCP];
   CHECK(comm_check_connect(comm, "tcp", st, peer, chan, st ? st->nchan : 0));
-  tcp_peer_t *pp = &st->peers[peer];
   pthread_mutex_lock(&st->lock);
   tcp_pair_t *p = tcp_pair_get(st, peer, chan);
   int bound = p && p->fd >= 0;
@@ -179,12 +179,7 @@ sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
   if (!bound && peer > comm->rank) {
     sharc_status_t s = SHARC_OK;
     pthread_mutex_lock(&st->dial_lock);
-    if (atomic_load(&pp->ctrl_fd) < 0) {
-      int fd;
-      s = dial(st, peer, TCP_CTRL, deadline_ns, &fd);
-      if (s == SHARC_OK)
-        atomic_store(&pp->ctrl_fd, fd);
-    }
+    s = ctrl_connect(st->ctrl, peer, deadline_ns); /* the first dial */
     pthread_mutex_lock(&st->lock);
     bound = p->fd >= 0;
     pthread_mutex_unlock(&st->lock);

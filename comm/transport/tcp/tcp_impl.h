@@ -12,12 +12,12 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "ctrl.h"
 #include "net.h"
 #include "state.h"
 #include "transport.h"
 
 #define TCP_MAGIC 0x53484354u /* "SHCT" */
-#define TCP_CTRL_MAGIC 0x53484341u
 #define TCP_VERSION 1u
 #define TCP_CTRL 0xFFu              /* hello chan of the control socket */
 #define TCP_MAX_PENDING 64          /* accepted sockets awaiting their hello */
@@ -31,12 +31,6 @@ typedef struct {
   int32_t rank;  /* the dialer */
   uint32_t chan; /* 0..nchan-1, or TCP_CTRL */
 } hello_t;       /* 40 bytes, no padding */
-
-typedef struct {
-  uint32_t magic;
-  int32_t failed_rank; /* -1 unknown */
-  int32_t status;      /* SHARC_OK: goodbye (clean teardown) */
-} ctrl_msg_t;
 
 typedef struct {
   uint8_t *buf;
@@ -79,14 +73,9 @@ typedef struct tcp_pair {
 } tcp_pair_t;
 
 typedef struct {
-  tcp_pair_t **chan;         /* [nchan] */
-  _Atomic int ctrl_fd;       /* -1 until connected */
-  pthread_mutex_t ctrl_lock; /* one writer of control messages at a time */
-  uint8_t cbuf[sizeof(ctrl_msg_t)];
-  size_t cfill;        /* progress thread only */
-  int ctrl_done;       /* progress thread stopped reading it */
-  _Atomic int goodbye; /* peer tore down cleanly */
-  _Atomic int lost;    /* peer's control socket ended without goodbye */
+  tcp_pair_t **chan; /* [nchan] */
+  _Atomic int lost;  /* a data socket ended while there was no control
+                        socket to tell (peer_lost) */
 } tcp_peer_t;
 
 typedef struct {
@@ -110,7 +99,8 @@ struct tcp_state {
   pthread_t thread;
   int thread_started;
   _Atomic int stop;
-  pthread_mutex_t lock;            /* pair creation, fd binding, ctrl_fd */
+  ctrl_t *ctrl;                    /* the control channel (ctrl.h) */
+  pthread_mutex_t lock;            /* pair creation, fd binding */
   pthread_mutex_t dial_lock;       /* serialises dialing threads */
   tcp_peer_t *peers;               /* [nranks] */
   tcp_pair_t **pairs;              /* [nranks * nchan] */
@@ -120,6 +110,7 @@ struct tcp_state {
   struct pollfd *pfd;    /* progress thread scratch: [pcap] */
   poll_who_t *pwho;
   size_t pcap;
+  size_t pn; /* entries filled (ctrl_add) */
 };
 
 enum { K_EFD, K_LISTEN, K_PEND, K_CTRL, K_DATA };
@@ -147,6 +138,11 @@ tcp_pair_t *tcp_pair_get(struct tcp_state *st, int peer, int chan);
 void tcp_accept(struct tcp_state *st);
 void tcp_pend_read(struct tcp_state *st, pending_t *pe);
 void tcp_pend_expire(struct tcp_state *st, uint64_t now);
+
+/* ctrl_ops_t.dial (tcp_conn.c): a control socket to peer, opened with the
+ * tcp hello of chan TCP_CTRL; arg: the tcp_state. */
+sharc_status_t tcp_dial_ctrl(void *arg, int peer, uint64_t deadline_ns,
+                             int *fd);
 
 /* transport_t.connect (tcp_conn.c): the lower rank dials, the higher one
  * waits for the dial (see tcp.c). */

@@ -1,26 +1,26 @@
 /*
- * test_ib_ctrl.c - the ib transport's control sockets (ib_ctrl.c), which
- * need no RDMA device: fake communicators on 127.0.0.1, each with a
- * progress thread polling its ibc, exchange frames in both directions (also
- * frames queued before the socket exists), drop stray connections, pass
- * abort notices, tell a goodbye from a death, and refuse to send to a dead
- * peer.
+ * test_ctrl.c - the network transports' control channel (ctrl.c), in the
+ * mode where it accepts and dials itself (ib's): fake communicators on
+ * 127.0.0.1, each with a progress thread polling its ctrl_t, exchange frames in
+ * both directions (also frames queued before the socket exists), drop stray
+ * connections, pass abort notices, tell a goodbye from a death, and refuse to
+ * send to a dead peer.
  */
 #include <sys/eventfd.h>
 
+#include "ctrl.h"
 #include "ib.h"
-#include "ib_ctrl.h"
 #include "ib_dev.h"
 #include "ib_track.h"
 #include "unit/expect.h"
 #include "unit/transport_contract.h"
 
 #define NMSG 300
-#define T_DATA (IBC_USER + 3)
+#define T_DATA (CTRL_USER + 3)
 
 typedef struct {
   struct sharc_comm *comm;
-  ibc_t *ibc;
+  ctrl_t *ibc;
   int efd;
   pthread_t th;
   _Atomic int stop;
@@ -80,7 +80,7 @@ static void *progress(void *arg) {
   while (!atomic_load(&n->stop)) {
     size_t k;
     int tmo;
-    struct pollfd *pfd = ibc_pollset(n->ibc, 1, &k, &tmo);
+    struct pollfd *pfd = ctrl_pollset(n->ibc, 1, &k, &tmo);
     if (!pfd)
       break;
     pfd[0] = (struct pollfd){n->efd, POLLIN, 0};
@@ -90,7 +90,7 @@ static void *progress(void *arg) {
       ssize_t r = read(n->efd, &v, sizeof v);
       (void)r;
     }
-    ibc_handle(n->ibc, 1, k);
+    ctrl_handle(n->ibc, 1, k);
   }
   return NULL;
 }
@@ -101,8 +101,13 @@ static void start(node_t *n, struct sharc_comm *c) {
   n->abort_from = -1;
   pthread_mutex_init(&n->lock, NULL);
   n->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  ibc_ops_t ops = {on_msg, on_lost, on_abort, on_kick, n};
-  EXPECT(ibc_create(c, &ops, &n->ibc) == SHARC_OK, "%s", err_last());
+  ctrl_ops_t ops = {.name = "test",
+                    .on_msg = on_msg,
+                    .on_lost = on_lost,
+                    .on_abort = on_abort,
+                    .kick = on_kick,
+                    .arg = n};
+  EXPECT(ctrl_create(c, &ops, &n->ibc) == SHARC_OK, "%s", err_last());
   pthread_create(&n->th, NULL, progress, n);
 }
 
@@ -110,7 +115,7 @@ static void stop(node_t *n) {
   atomic_store(&n->stop, 1);
   on_kick(n);
   pthread_join(n->th, NULL);
-  ibc_destroy(n->ibc);
+  ctrl_destroy(n->ibc);
   close(n->efd);
   pthread_mutex_destroy(&n->lock);
 }
@@ -138,10 +143,10 @@ static int lost_of(node_t *n, int peer) {
 }
 
 static int state_of(node_t *n, int peer) {
-  return ibc_peer_state(n->ibc, peer);
+  return ctrl_peer_state(n->ibc, peer);
 }
 
-/* ---- stray connections: the hello layout of ib_ctrl.c -------------------- */
+/* ---- stray connections: the hello layout of ctrl.c -------------------- */
 
 typedef struct {
   uint32_t magic;
@@ -218,7 +223,7 @@ static void send_all(node_t *nodes, int n) {
           continue;
         data_t m = {s, d, seq, {0}};
         m.fill[99] = (uint8_t)seq;
-        sharc_status_t st = ibc_send(nodes[s].ibc, d, T_DATA, &m, sizeof m);
+        sharc_status_t st = ctrl_send(nodes[s].ibc, d, T_DATA, &m, sizeof m);
         if (st != SHARC_OK)
           EXPECT(0, "send %d -> %d #%d: %s", s, d, seq, err_last());
       }
@@ -236,17 +241,17 @@ static void test_ctrl(void) {
     for (int d = 0; d < 2; d++) {
       data_t m = {2, d, seq, {0}};
       m.fill[99] = (uint8_t)seq;
-      EXPECT(ibc_send(nodes[2].ibc, d, T_DATA, &m, sizeof m) == SHARC_OK,
+      EXPECT(ctrl_send(nodes[2].ibc, d, T_DATA, &m, sizeof m) == SHARC_OK,
              "queue before the dial: %s", err_last());
     }
-  EXPECT(state_of(&nodes[2], 0) == IBC_PEER_NONE, "no socket yet");
+  EXPECT(state_of(&nodes[2], 0) == CTRL_PEER_NONE, "no socket yet");
   uint64_t dl = time_ns() + 5000000000ull;
   for (int s = 0; s < N; s++)
     for (int d = 0; d < N; d++)
       if (s != d)
-        EXPECT(ibc_connect(nodes[s].ibc, d, dl) == SHARC_OK, "%d -> %d: %s", s,
+        EXPECT(ctrl_connect(nodes[s].ibc, d, dl) == SHARC_OK, "%d -> %d: %s", s,
                d, err_last());
-  EXPECT(ibc_connect(nodes[0].ibc, 0, dl) == SHARC_ERR_INVALID_ARG,
+  EXPECT(ctrl_connect(nodes[0].ibc, 0, dl) == SHARC_ERR_INVALID_ARG,
          "connect to self accepted");
   for (int d = 0; d < 2; d++)
     EXPECT(wait_until(got, &nodes[d], 2, 5),
@@ -270,10 +275,10 @@ static void test_ctrl(void) {
                nodes[d].bad[s], s);
       }
   strays(cs[2]);
-  EXPECT(state_of(&nodes[2], 0) == IBC_PEER_UP, "strays disturbed rank 0");
+  EXPECT(state_of(&nodes[2], 0) == CTRL_PEER_UP, "strays disturbed rank 0");
 
   /* An abort notice. */
-  ibc_abort_all(nodes[0].ibc, 2, SHARC_ERR_TIMEOUT);
+  ctrl_abort_all(nodes[0].ibc, 2, SHARC_ERR_TIMEOUT);
   for (int r = 1; r < N; r++) {
     uint64_t end = time_ns() + 3000000000ull;
     int from = -1;
@@ -292,30 +297,66 @@ static void test_ctrl(void) {
   }
 
   /* Rank 1 leaves cleanly: a goodbye, then its sockets close. */
-  ibc_bye_all(nodes[1].ibc);
+  ctrl_bye_all(nodes[1].ibc);
   stop(&nodes[1]);
   for (int r = 0; r < N; r += 2) {
-    EXPECT(wait_until(state_of, &nodes[r], 1, IBC_PEER_BYE),
+    EXPECT(wait_until(state_of, &nodes[r], 1, CTRL_PEER_BYE),
            "rank %d sees rank 1 as %d", r, state_of(&nodes[r], 1));
     usleep(50000);
     EXPECT(lost_of(&nodes[r], 1) == 0, "rank %d: a goodbye read as a death", r);
   }
-  EXPECT(ibc_send(nodes[0].ibc, 1, T_DATA, "x", 1) == SHARC_ERR_PEER_LOST,
+  EXPECT(ctrl_send(nodes[0].ibc, 1, T_DATA, "x", 1) == SHARC_ERR_PEER_LOST,
          "sending to a departed rank accepted");
 
   /* Rank 2 dies: its sockets close without a goodbye. */
   int k = kill_sockets_on_port(net_addr_port(&cs[2]->listen_addr));
   EXPECT(k >= 1, "no socket accepted by rank 2");
   EXPECT(wait_until(lost_of, &nodes[0], 2, 1), "rank 0 missed rank 2's death");
-  EXPECT(state_of(&nodes[0], 2) == IBC_PEER_LOST, "state %d",
+  EXPECT(state_of(&nodes[0], 2) == CTRL_PEER_LOST, "state %d",
          state_of(&nodes[0], 2));
-  EXPECT(ibc_send(nodes[0].ibc, 2, T_DATA, "x", 1) == SHARC_ERR_PEER_LOST,
+  EXPECT(ctrl_send(nodes[0].ibc, 2, T_DATA, "x", 1) == SHARC_ERR_PEER_LOST,
          "sending to a dead rank accepted");
   EXPECT(strstr(LAST(cs[0]), "rank 2 (host host2)"), "message: %s",
          LAST(cs[0]));
   stop(&nodes[0]);
   stop(&nodes[2]);
   for (int r = 0; r < N; r++) {
+    close(cs[r]->listen_fd);
+    free(cs[r]->peers);
+    pthread_mutex_destroy(&cs[r]->err_lock);
+    pthread_mutex_destroy(&cs[r]->order_lock);
+    pthread_cond_destroy(&cs[r]->order_cond);
+    free(cs[r]);
+  }
+}
+
+/* Two ranks leave one after the other: the second still says goodbye to
+ * the first, whose socket would otherwise end without one, a death to the
+ * first rank, which it would report to every rank still at work. */
+static void test_both_leave(void) {
+  struct sharc_comm *cs[2];
+  node_t nodes[2];
+  make_comms(cs, 2, 0x6006, 0x55);
+  for (int r = 0; r < 2; r++)
+    start(&nodes[r], cs[r]);
+  uint64_t dl = time_ns() + 5000000000ull;
+  for (int r = 0; r < 2; r++)
+    EXPECT(ctrl_connect(nodes[r].ibc, 1 - r, dl) == SHARC_OK, "%d: %s", r,
+           err_last());
+  EXPECT(wait_until(state_of, &nodes[1], 0, CTRL_PEER_UP), "rank 1 sees %d",
+         state_of(&nodes[1], 0));
+  ctrl_bye_all(nodes[0].ibc); /* rank 0 leaves first ... */
+  EXPECT(wait_until(state_of, &nodes[1], 0, CTRL_PEER_BYE), "rank 1 sees %d",
+         state_of(&nodes[1], 0));
+  ctrl_bye_all(nodes[1].ibc); /* ... rank 1 follows and closes */
+  stop(&nodes[1]);
+  EXPECT(wait_until(state_of, &nodes[0], 1, CTRL_PEER_BYE),
+         "rank 0 sees rank 1 as %d, not as gone cleanly",
+         state_of(&nodes[0], 1));
+  usleep(50000);
+  EXPECT(lost_of(&nodes[0], 1) == 0, "rank 1's goodbye read as a death");
+  stop(&nodes[0]);
+  for (int r = 0; r < 2; r++) {
     close(cs[r]->listen_fd);
     free(cs[r]->peers);
     pthread_mutex_destroy(&cs[r]->err_lock);
@@ -333,7 +374,7 @@ static void test_unreachable(void) {
   close(cs[1]->listen_fd); /* nobody listens there now */
   cs[1]->listen_fd = -1;
   start(&n0, cs[0]);
-  sharc_status_t st = ibc_connect(n0.ibc, 1, time_ns() + 300000000ull);
+  sharc_status_t st = ctrl_connect(n0.ibc, 1, time_ns() + 300000000ull);
   EXPECT(st == SHARC_ERR_TIMEOUT || st == SHARC_ERR_NET, "status %d", st);
   EXPECT(strstr(LAST(cs[0]), "rank 1 (host host1)"), "message: %s",
          LAST(cs[0]));
@@ -353,8 +394,9 @@ int main(void) {
   setenv("SHARC_DEBUG", "NONE", 0); /* the strays WARN by design */
   uint64_t t0 = time_ns();
   test_ctrl();
+  test_both_leave();
   test_unreachable();
-  printf("test_ib_ctrl: %d passed, %d failed (%.1f s)\n", passed, failed,
+  printf("test_ctrl: %d passed, %d failed (%.1f s)\n", passed, failed,
          (double)(time_ns() - t0) / 1e9);
   return failed ? 1 : 0;
 }

@@ -1,23 +1,8 @@
 /*
- * ib_ctrl.c - the ib transport's control sockets: one TCP connection per
- * pair of ranks, next to the RDMA queue pairs, for what verbs cannot carry
- * before a connection exists or after it failed.
- *
- * Over it the transport exchanges each pair's QP numbers, PSNs, LID/GID and
- * ring keys (ib_info_t), announces a clean exit (BYE) and tells peers that
- * the job is failing (ABORT). A socket that ends without a BYE means the
- * peer process died: the kernel closes it at once, whereas an RC QP to a
- * dead peer only fails on the next write after the retry timeouts, and an
- * idle one never does.
- *
- * Addresses come from the bootstrap's rank table (comm->peers[].addr, the
- * data listener every rank opens before the rendezvous). The lower rank
- * dials and opens with a hello {magic, version, uid, token, rank, nranks};
- * the higher rank's progress thread accepts and checks it (token in
- * constant time), or drops the socket with a WARN without disturbing the
- * job. Frames have one fixed size. Senders queue frames under the peer's
- * lock and write what the socket takes without blocking; the progress
- * thread writes the rest when the socket is writable.
+ * ctrl.c - the control channel of the network transports (ctrl.h has the
+ * protocol): control sockets, their frames, goodbyes and abort notices,
+ * and the one message a communicator fails with when a peer is lost or
+ * reports a failure, whichever transport carried it.
  */
 #include <netinet/tcp.h>
 #include <stdatomic.h>
@@ -26,15 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ib_ctrl.h"
+#include "ctrl.h"
 #include "net.h"
 #include "state.h"
 #include "transport.h"
 
-#define IBC_MAGIC 0x43494853u /* "SHIC" in memory on little-endian */
-#define IBC_VERSION 1u
-#define IBC_MAX_PENDING 64
-#define IBC_HELLO_NS 10000000000ull /* a dialer says hello within 10 s */
+#define CTRL_MAGIC 0x43494853u /* "SHIC" in memory on little-endian */
+#define CTRL_VERSION 1u
+#define CTRL_MAX_PENDING 64
+#define CTRL_HELLO_NS 10000000000ull /* a dialer says hello within 10 s */
 
 enum { T_HELLO = 1, T_BYE = 2, T_ABORT = 3 };
 
@@ -42,7 +27,7 @@ typedef struct {
   uint32_t magic;
   uint16_t type, len; /* len: body bytes used */
   int32_t a, b;       /* ABORT: failed rank, status */
-  uint8_t body[IBC_BODY];
+  uint8_t body[CTRL_BODY];
 } frame_t;
 _Static_assert(sizeof(frame_t) == 248, "frames have one fixed size");
 
@@ -60,7 +45,7 @@ typedef struct {
   size_t out_off, out_len, out_cap;
   uint8_t in[sizeof(frame_t)]; /* progress thread only */
   size_t in_fill;
-  _Atomic int state; /* IBC_PEER_* */
+  _Atomic int state; /* CTRL_PEER_* */
   int done;          /* progress thread: stopped reading */
 } peer_t;
 
@@ -69,29 +54,30 @@ typedef struct {
   frame_t f;
 } pend_t;
 
-struct ibc {
+struct ctrl {
   struct sharc_comm *comm;
-  ibc_ops_t ops;
+  ctrl_ops_t ops;
   peer_t *peers;             /* [nranks] */
   pthread_mutex_t dial_lock; /* one dialing thread at a time */
-  pend_t pend[IBC_MAX_PENDING];
+  pend_t pend[CTRL_MAX_PENDING];
   int npend;
   uint64_t accept_pause;
   struct pollfd *pfd; /* progress thread scratch */
   int32_t *who;       /* per entry: -1 listener, -2 - i pending i, peer */
   size_t cap;
+  size_t fill; /* entries in pfd (ctrl_pollset's add) */
 };
 
-sharc_status_t ibc_create(struct sharc_comm *comm, const ibc_ops_t *ops,
-                          ibc_t **out) {
-  ibc_t *c = calloc(1, sizeof *c);
+sharc_status_t ctrl_create(struct sharc_comm *comm, const ctrl_ops_t *ops,
+                           ctrl_t **out) {
+  ctrl_t *c = calloc(1, sizeof *c);
   if (c)
     c->peers = calloc((size_t)comm->nranks, sizeof *c->peers);
   if (!c || !c->peers) {
     free(c);
     return comm_error(comm, SHARC_ERR_NO_MEM,
-                      "ib: out of memory for the control sockets of %d ranks",
-                      comm->nranks);
+                      "%s: out of memory for the control sockets of %d ranks",
+                      ops->name, comm->nranks);
   }
   c->comm = comm;
   c->ops = *ops;
@@ -99,13 +85,13 @@ sharc_status_t ibc_create(struct sharc_comm *comm, const ibc_ops_t *ops,
   for (int r = 0; r < comm->nranks; r++) {
     pthread_mutex_init(&c->peers[r].lock, NULL);
     c->peers[r].fd = -1;
-    atomic_init(&c->peers[r].state, IBC_PEER_NONE);
+    atomic_init(&c->peers[r].state, CTRL_PEER_NONE);
   }
   *out = c;
   return SHARC_OK;
 }
 
-int ibc_peer_state(ibc_t *c, int peer) {
+int ctrl_peer_state(ctrl_t *c, int peer) {
   return atomic_load(&c->peers[peer].state);
 }
 
@@ -156,11 +142,14 @@ static int queue_frame(peer_t *pp, const frame_t *f) {
   return 0;
 }
 
-static sharc_status_t send_frame(ibc_t *c, int peer, const frame_t *f,
+static sharc_status_t send_frame(ctrl_t *c, int peer, const frame_t *f,
                                  int best_effort) {
   peer_t *pp = &c->peers[peer];
+  /* A peer that said goodbye still gets ours (best effort): it may be
+   * tearing down too, and a socket that ends without a goodbye means a
+   * death to it, which it would report to everyone still at work. */
   int st = atomic_load(&pp->state);
-  if (st == IBC_PEER_LOST || st == IBC_PEER_BYE)
+  if (st == CTRL_PEER_LOST || (!best_effort && st == CTRL_PEER_BYE))
     return SHARC_ERR_PEER_LOST;
   pthread_mutex_lock(&pp->lock);
   if (best_effort && pp->fd < 0) {
@@ -178,34 +167,35 @@ static sharc_status_t send_frame(ibc_t *c, int peer, const frame_t *f,
   return SHARC_OK;
 }
 
-sharc_status_t ibc_send(ibc_t *c, int peer, int type, const void *body,
-                        size_t len) {
+sharc_status_t ctrl_send(ctrl_t *c, int peer, int type, const void *body,
+                         size_t len) {
   struct sharc_comm *comm = c->comm;
-  if (len > IBC_BODY || type < IBC_USER || type > 0xffff)
+  if (len > CTRL_BODY || type < CTRL_USER || type > 0xffff)
     return comm_error(comm, SHARC_ERR_INTERNAL,
-                      "ib: control frame type %d of %zu bytes (at most %d)",
-                      type, len, IBC_BODY);
+                      "%s: control frame type %d of %zu bytes (at most %d)",
+                      c->ops.name, type, len, CTRL_BODY);
   frame_t f;
   memset(&f, 0, sizeof f);
-  f.magic = IBC_MAGIC;
+  f.magic = CTRL_MAGIC;
   f.type = (uint16_t)type;
   f.len = (uint16_t)len;
   memcpy(f.body, body, len);
   sharc_status_t s = send_frame(c, peer, &f, 0);
   if (s == SHARC_ERR_PEER_LOST)
     return comm_record(comm, s,
-                       "ib: rank %d (host %s) is gone: its control "
+                       "%s: rank %d (host %s) is gone: its control "
                        "connection ended",
-                       peer, comm->peers[peer].host);
+                       c->ops.name, peer, comm->peers[peer].host);
   if (s == SHARC_ERR_NO_MEM)
-    return comm_error(comm, s, "ib: out of memory queueing a control frame");
+    return comm_error(comm, s, "%s: out of memory queueing a control frame",
+                      c->ops.name);
   return s;
 }
 
-void ibc_abort_all(ibc_t *c, int failed_rank, sharc_status_t st) {
+void ctrl_abort_all(ctrl_t *c, int failed_rank, sharc_status_t st) {
   frame_t f;
   memset(&f, 0, sizeof f);
-  f.magic = IBC_MAGIC;
+  f.magic = CTRL_MAGIC;
   f.type = T_ABORT;
   f.a = failed_rank;
   f.b = (int32_t)st;
@@ -214,10 +204,10 @@ void ibc_abort_all(ibc_t *c, int failed_rank, sharc_status_t st) {
       send_frame(c, r, &f, 1);
 }
 
-void ibc_bye_all(ibc_t *c) {
+void ctrl_bye_all(ctrl_t *c) {
   frame_t f;
   memset(&f, 0, sizeof f);
-  f.magic = IBC_MAGIC;
+  f.magic = CTRL_MAGIC;
   f.type = T_BYE;
   for (int r = 0; r < c->comm->nranks; r++)
     if (r != c->comm->rank)
@@ -238,25 +228,25 @@ static void keepalive(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
 
-static void bind_fd(ibc_t *c, int peer, int fd) {
+static void bind_fd(ctrl_t *c, int peer, int fd) {
   keepalive(fd);
   peer_t *pp = &c->peers[peer];
   pthread_mutex_lock(&pp->lock);
   pp->fd = fd;
-  int expect = IBC_PEER_NONE;
-  atomic_compare_exchange_strong(&pp->state, &expect, IBC_PEER_UP);
+  int expect = CTRL_PEER_NONE;
+  atomic_compare_exchange_strong(&pp->state, &expect, CTRL_PEER_UP);
   flush(pp);
   pthread_mutex_unlock(&pp->lock);
   c->ops.kick(c->ops.arg);
 }
 
-sharc_status_t ibc_connect(ibc_t *c, int peer, uint64_t deadline_ns) {
+sharc_status_t ctrl_connect(ctrl_t *c, int peer, uint64_t deadline_ns) {
   struct sharc_comm *comm = c->comm;
   if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "ib: control connection to rank %d: out of range (%d "
+                      "%s: control connection to rank %d: out of range (%d "
                       "ranks, self %d)",
-                      peer, comm->nranks, comm->rank);
+                      c->ops.name, peer, comm->nranks, comm->rank);
   peer_t *pp = &c->peers[peer];
   if (peer < comm->rank) /* the lower rank dials; wait for it */
     return SHARC_OK;
@@ -265,15 +255,22 @@ sharc_status_t ibc_connect(ibc_t *c, int peer, uint64_t deadline_ns) {
   int have = pp->fd >= 0;
   pthread_mutex_unlock(&pp->lock);
   sharc_status_t s = SHARC_OK;
-  if (!have) {
+  if (!have && c->ops.dial) { /* the transport's own hello */
+    int fd = -1;
+    s = c->ops.dial(c->ops.arg, peer, deadline_ns, &fd);
+    if (s == SHARC_OK) {
+      net_set_nonblocking(fd);
+      bind_fd(c, peer, fd);
+    }
+  } else if (!have) {
     char as[96];
     int fd = -1;
     frame_t f;
     memset(&f, 0, sizeof f);
-    f.magic = IBC_MAGIC;
+    f.magic = CTRL_MAGIC;
     f.type = T_HELLO;
     f.len = sizeof(hello_t);
-    hello_t h = {IBC_VERSION, 0, comm->uid, {0}, comm->rank, comm->nranks};
+    hello_t h = {CTRL_VERSION, 0, comm->uid, {0}, comm->rank, comm->nranks};
     memcpy(h.token, comm->token, sizeof h.token);
     memcpy(f.body, &h, sizeof h);
     s = net_connect(&comm->peers[peer].addr, deadline_ns, &fd);
@@ -284,9 +281,9 @@ sharc_status_t ibc_connect(ibc_t *c, int peer, uint64_t deadline_ns) {
     }
     if (s != SHARC_OK)
       s = comm_error(comm, s == SHARC_ERR_TIMEOUT ? s : SHARC_ERR_NET,
-                     "ib: cannot open the control connection to rank %d "
+                     "%s: cannot open the control connection to rank %d "
                      "(host %s) at %s: %s",
-                     peer, comm->peers[peer].host,
+                     c->ops.name, peer, comm->peers[peer].host,
                      net_addr_str(&comm->peers[peer].addr, as, sizeof as),
                      err_last());
     else {
@@ -298,22 +295,35 @@ sharc_status_t ibc_connect(ibc_t *c, int peer, uint64_t deadline_ns) {
   return s;
 }
 
+int ctrl_adopt(ctrl_t *c, int peer, int fd) {
+  peer_t *pp = &c->peers[peer];
+  pthread_mutex_lock(&pp->lock);
+  int dup = pp->fd >= 0;
+  pthread_mutex_unlock(&pp->lock);
+  if (dup)
+    return -1;
+  net_set_nonblocking(fd);
+  bind_fd(c, peer, fd);
+  return 0;
+}
+
 /* ---- progress thread: accepting -------------------------------------------
  */
 
-static void do_accept(ibc_t *c) {
+static void do_accept(ctrl_t *c) {
   net_pend_accept(c->comm->listen_fd, c->pend, sizeof *c->pend, &c->npend,
-                  IBC_MAX_PENDING, IBC_HELLO_NS, "ib", &c->accept_pause);
+                  CTRL_MAX_PENDING, CTRL_HELLO_NS, c->ops.name,
+                  &c->accept_pause);
 }
 
 /* Checks a complete hello; returns the dialer's rank, or -1 with *bad. */
-static int check_hello(ibc_t *c, const frame_t *f, const char **bad) {
+static int check_hello(ctrl_t *c, const frame_t *f, const char **bad) {
   struct sharc_comm *comm = c->comm;
   hello_t h;
   memcpy(&h, f->body, sizeof h);
-  *bad = f->magic != IBC_MAGIC                      ? "not a sharc ib hello"
+  *bad = f->magic != CTRL_MAGIC                     ? "not a sharc ib hello"
          : f->type != T_HELLO || f->len != sizeof h ? "not a hello frame"
-         : h.version != IBC_VERSION                 ? "protocol version differs"
+         : h.version != CTRL_VERSION                ? "protocol version differs"
          : h.uid != comm->uid                       ? "another communicator"
          : !net_secret_equal(h.token, comm->token, SHARC_TOKEN_BYTES)
              ? "wrong job token"
@@ -323,10 +333,10 @@ static int check_hello(ibc_t *c, const frame_t *f, const char **bad) {
   return *bad ? -1 : h.rank;
 }
 
-static void pend_read(ibc_t *c, pend_t *pe) {
+static void pend_read(ctrl_t *c, pend_t *pe) {
   struct sharc_comm *comm = c->comm;
   char as[96];
-  if (net_pend_read(&pe->p, &pe->f, sizeof pe->f, "ib") <= 0)
+  if (net_pend_read(&pe->p, &pe->f, sizeof pe->f, c->ops.name) <= 0)
     return; /* more to come, or closed (logged) */
   const char *bad;
   int r = check_hello(c, &pe->f, &bad);
@@ -339,51 +349,54 @@ static void pend_read(ibc_t *c, pend_t *pe) {
   }
   if (bad) {
     WARN(SUB_NET,
-         "ib: dropped control connection from %s: %s (this is rank %d "
+         "%s: dropped control connection from %s: %s (this is rank %d "
          "of communicator %llx; the job is not disturbed)",
-         net_addr_str(&pe->p.from, as, sizeof as), bad, comm->rank,
+         c->ops.name, net_addr_str(&pe->p.from, as, sizeof as), bad, comm->rank,
          (unsigned long long)comm->uid);
     close(pe->p.fd);
   } else {
     int one = 1;
     setsockopt(pe->p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    TRACE(SUB_NET, "ib: control connection from rank %d (%s)", r,
+    TRACE(SUB_NET, "%s: control connection from rank %d (%s)", c->ops.name, r,
           net_addr_str(&pe->p.from, as, sizeof as));
     bind_fd(c, r, pe->p.fd);
   }
   pe->p.fd = -1;
 }
 
-static void pend_expire(ibc_t *c, uint64_t now) {
+static void pend_expire(ctrl_t *c, uint64_t now) {
   c->npend = net_pend_expire(c->pend, sizeof *c->pend, c->npend, now,
-                             IBC_HELLO_NS, "ib");
+                             CTRL_HELLO_NS, c->ops.name);
 }
 
 /* ---- progress thread: reading ---------------------------------------------
  */
 
-static void dispatch(ibc_t *c, int peer, const frame_t *f) {
+static void dispatch(ctrl_t *c, int peer, const frame_t *f) {
   struct sharc_comm *comm = c->comm;
-  if (f->magic != IBC_MAGIC || f->len > IBC_BODY) {
+  if (f->magic != CTRL_MAGIC || f->len > CTRL_BODY) {
     WARN(SUB_NET,
-         "ib: rank %d (host %s) sent a malformed control frame (magic 0x%x, "
+         "%s: rank %d (host %s) sent a malformed control frame (magic 0x%x, "
          "%u bytes); ignored",
-         peer, comm->peers[peer].host, f->magic, f->len);
+         c->ops.name, peer, comm->peers[peer].host, f->magic, f->len);
     return;
   }
   if (f->type == T_BYE) {
-    atomic_store(&c->peers[peer].state, IBC_PEER_BYE);
+    atomic_store(&c->peers[peer].state, CTRL_PEER_BYE);
   } else if (f->type == T_ABORT) {
-    c->ops.on_abort(c->ops.arg, peer, f->a, (sharc_status_t)f->b);
-  } else if (f->type >= IBC_USER) {
+    if (c->ops.on_abort)
+      c->ops.on_abort(c->ops.arg, peer, f->a, (sharc_status_t)f->b);
+    else
+      ctrl_fail_abort(c, peer, f->a, (sharc_status_t)f->b);
+  } else if (f->type >= CTRL_USER && c->ops.on_msg) {
     c->ops.on_msg(c->ops.arg, peer, f->type, f->body, f->len);
   } else {
-    WARN(SUB_NET, "ib: rank %d (host %s) sent control frame type %u; ignored",
-         peer, comm->peers[peer].host, f->type);
+    WARN(SUB_NET, "%s: rank %d (host %s) sent control frame type %u; ignored",
+         c->ops.name, peer, comm->peers[peer].host, f->type);
   }
 }
 
-static void peer_read(ibc_t *c, int peer) {
+static void peer_read(ctrl_t *c, int peer) {
   peer_t *pp = &c->peers[peer];
   for (;;) {
     ssize_t n = recv(pp->fd, pp->in + pp->in_fill, sizeof pp->in - pp->in_fill,
@@ -403,18 +416,108 @@ static void peer_read(ibc_t *c, int peer) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return;
     pp->done = 1;
-    int expect = IBC_PEER_UP;
-    if (atomic_compare_exchange_strong(&pp->state, &expect, IBC_PEER_LOST))
-      c->ops.on_lost(c->ops.arg, peer, n < 0 ? errno : 0);
+    int expect = CTRL_PEER_UP;
+    int err = n < 0 ? errno : 0;
+    if (!atomic_compare_exchange_strong(&pp->state, &expect, CTRL_PEER_LOST))
+      return; /* said goodbye first */
+    if (c->ops.on_lost)
+      c->ops.on_lost(c->ops.arg, peer, err);
+    else
+      ctrl_fail_lost(c, peer, err);
     return;
   }
+}
+
+/* ---- what a communicator fails with ---------------------------------------
+ */
+
+void ctrl_fail_lost(ctrl_t *c, int peer, int err) {
+  struct sharc_comm *comm = c->comm;
+  char why[400];
+  snprintf(why, sizeof why,
+           "rank %d (host %s, pid %d) closed its connection: process died "
+           "or left the communicator%s%s%s",
+           peer, comm->peers[peer].host, comm->peers[peer].pid, err ? " (" : "",
+           err ? strerror(err) : "", err ? ")" : "");
+  comm_fail(comm, peer, SHARC_ERR_PEER_LOST, why);
+}
+
+void ctrl_fail_abort(ctrl_t *c, int peer, int failed_rank, sharc_status_t st) {
+  struct sharc_comm *comm = c->comm;
+  char why[400];
+  int known = failed_rank >= 0 && failed_rank < comm->nranks;
+  if (known)
+    snprintf(why, sizeof why,
+             "rank %d (host %s) %s (reported by rank %d, "
+             "host %s)",
+             failed_rank, comm->peers[failed_rank].host,
+             st == SHARC_ERR_PEER_LOST ? "was lost"
+             : st == SHARC_ERR_TIMEOUT ? "timed out"
+                                       : sharc_status_string(st),
+             peer, comm->peers[peer].host);
+  else
+    snprintf(why, sizeof why, "rank %d (host %s) aborted the communicator: %s",
+             peer, comm->peers[peer].host, sharc_status_string(st));
+  comm_fail(comm, known ? failed_rank : -1, st, why);
 }
 
 /* ---- poll set -------------------------------------------------------------
  */
 
-static int add(ibc_t *c, size_t *n, int fd, short ev, int32_t who) {
-  if (*n == c->cap) {
+int ctrl_poll_add(ctrl_t *c,
+                  int (*add)(void *owner, int fd, short events, int32_t who),
+                  void *owner, uint64_t *next_ns) {
+  struct sharc_comm *comm = c->comm;
+  uint64_t now = time_ns();
+  int rc = 0;
+  if (!c->ops.dial) { /* ctrl accepts on the listener */
+    pend_expire(c, now);
+    if (comm->listen_fd >= 0 && c->npend < CTRL_MAX_PENDING) {
+      if (now >= c->accept_pause)
+        rc |= add(owner, comm->listen_fd, POLLIN, -1);
+      else
+        *next_ns = SHARC_MIN(*next_ns, c->accept_pause);
+    }
+    for (int i = 0; i < c->npend; i++) {
+      rc |= add(owner, c->pend[i].p.fd, POLLIN, -2 - i);
+      *next_ns = SHARC_MIN(*next_ns, c->pend[i].p.deadline);
+    }
+  }
+  for (int r = 0; r < comm->nranks; r++) {
+    peer_t *pp = &c->peers[r];
+    pthread_mutex_lock(&pp->lock);
+    int fd = pp->done ? -1 : pp->fd;
+    short ev = POLLIN | (pp->out_off < pp->out_len ? POLLOUT : 0);
+    pthread_mutex_unlock(&pp->lock);
+    if (fd >= 0)
+      rc |= add(owner, fd, ev, r);
+  }
+  return rc;
+}
+
+void ctrl_event(ctrl_t *c, int32_t who, short re) {
+  if (!re)
+    return;
+  if (who == -1) {
+    do_accept(c);
+  } else if (who <= -2) {
+    pend_read(c, &c->pend[-2 - who]);
+  } else {
+    peer_t *pp = &c->peers[who];
+    if (re & POLLOUT) {
+      pthread_mutex_lock(&pp->lock);
+      flush(pp);
+      pthread_mutex_unlock(&pp->lock);
+    }
+    if (re & (POLLIN | POLLHUP | POLLERR))
+      peer_read(c, who);
+  }
+}
+
+/* ctrl_pollset's add: an entry of c's own set. */
+static int own_add(void *owner, int fd, short ev, int32_t who) {
+  ctrl_t *c = owner;
+  if (c->fill == c->cap) {
     size_t cap = c->cap ? 2 * c->cap : 64;
     struct pollfd *pfd = realloc(c->pfd, cap * sizeof *pfd);
     if (pfd)
@@ -426,43 +529,23 @@ static int add(ibc_t *c, size_t *n, int fd, short ev, int32_t who) {
       return -1;
     c->cap = cap;
   }
-  c->pfd[*n] = (struct pollfd){fd, ev, 0};
-  c->who[*n] = who;
-  (*n)++;
+  c->pfd[c->fill] = (struct pollfd){fd, ev, 0};
+  c->who[c->fill] = who;
+  c->fill++;
   return 0;
 }
 
-struct pollfd *ibc_pollset(ibc_t *c, size_t reserve, size_t *n,
-                           int *timeout_ms) {
-  struct sharc_comm *comm = c->comm;
+struct pollfd *ctrl_pollset(ctrl_t *c, size_t reserve, size_t *n,
+                            int *timeout_ms) {
   uint64_t now = time_ns(), next = UINT64_MAX;
-  pend_expire(c, now);
-  size_t k = 0;
+  c->fill = 0;
   int rc = 0;
   for (size_t i = 0; i < reserve; i++)
-    rc |= add(c, &k, -1, 0, INT32_MIN);
-  if (comm->listen_fd >= 0 && c->npend < IBC_MAX_PENDING) {
-    if (now >= c->accept_pause)
-      rc |= add(c, &k, comm->listen_fd, POLLIN, -1);
-    else
-      next = c->accept_pause;
-  }
-  for (int i = 0; i < c->npend; i++) {
-    rc |= add(c, &k, c->pend[i].p.fd, POLLIN, -2 - i);
-    next = SHARC_MIN(next, c->pend[i].p.deadline);
-  }
-  for (int r = 0; r < comm->nranks; r++) {
-    peer_t *pp = &c->peers[r];
-    pthread_mutex_lock(&pp->lock);
-    int fd = pp->done ? -1 : pp->fd;
-    short ev = POLLIN | (pp->out_off < pp->out_len ? POLLOUT : 0);
-    pthread_mutex_unlock(&pp->lock);
-    if (fd >= 0)
-      rc |= add(c, &k, fd, ev, r);
-  }
+    rc |= own_add(c, -1, 0, INT32_MIN);
+  rc |= ctrl_poll_add(c, own_add, c, &next);
   if (rc)
     return NULL;
-  *n = k;
+  *n = c->fill;
   *timeout_ms = next == UINT64_MAX ? -1
                 : next <= now      ? 0
                                    : (int)SHARC_MIN((next - now) / 1000000 + 1,
@@ -470,27 +553,9 @@ struct pollfd *ibc_pollset(ibc_t *c, size_t reserve, size_t *n,
   return c->pfd;
 }
 
-void ibc_handle(ibc_t *c, size_t reserve, size_t n) {
-  for (size_t i = reserve; i < n; i++) {
-    short re = c->pfd[i].revents;
-    int32_t who = c->who[i];
-    if (!re)
-      continue;
-    if (who == -1) {
-      do_accept(c);
-    } else if (who <= -2) {
-      pend_read(c, &c->pend[-2 - who]);
-    } else {
-      peer_t *pp = &c->peers[who];
-      if (re & POLLOUT) {
-        pthread_mutex_lock(&pp->lock);
-        flush(pp);
-        pthread_mutex_unlock(&pp->lock);
-      }
-      if (re & (POLLIN | POLLHUP | POLLERR))
-        peer_read(c, who);
-    }
-  }
+void ctrl_handle(ctrl_t *c, size_t reserve, size_t n) {
+  for (size_t i = reserve; i < n; i++)
+    ctrl_event(c, c->who[i], c->pfd[i].revents);
 }
 
 /* ---- teardown -------------------------------------------------------------
@@ -508,7 +573,7 @@ static void close_peer(peer_t *pp) {
   close(pp->fd);
 }
 
-void ibc_destroy(ibc_t *c) {
+void ctrl_destroy(ctrl_t *c) {
   if (!c)
     return;
   for (int i = 0; i < c->npend; i++)

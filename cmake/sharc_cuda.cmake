@@ -26,10 +26,12 @@ set(SHARC_HAVE_CUDA OFF)
 string(TOUPPER "${SHARC_WITH_CUDA}" SHARC_CUDA_MODE)
 
 if(SHARC_SOFTCUDA)
-  # No CUDA language and no kernels/*.cu: softcuda implements the runtime
-  # calls and kernels/device.h's wrappers on the host. Only the toolkit's
-  # headers are used, found without find_package(CUDAToolkit), whose
-  # imported CUDA::cudart would take the name given to softcuda below.
+  # No CUDA language: softcuda implements the runtime calls on the host,
+  # and kernels/*.cu are compiled a second time, as host C++ through
+  # tests/softcuda/cuda_host.h, so that softcuda runs the project's own
+  # device code. Only the toolkit's headers are used, found without
+  # find_package(CUDAToolkit), whose imported CUDA::cudart would take the
+  # name given to softcuda below.
   find_path(SHARC_SOFTCUDA_INCLUDE_DIR cuda_runtime_api.h
     HINTS ${CUDAToolkit_ROOT} ENV CUDAToolkit_ROOT ENV CUDA_PATH ENV CUDA_HOME
           /usr/local/cuda
@@ -47,13 +49,12 @@ if(SHARC_SOFTCUDA)
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_driver.c)
   set_target_properties(softcuda_driver PROPERTIES NO_SONAME ON)
   target_link_options(softcuda_driver PRIVATE -Wl,-soname,libcuda.so.1)
-  # The runtime itself, with the host reduction kernels it runs.
+  # The runtime itself; kernel launches come from the device code below.
   add_library(softcuda SHARED
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda.c
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_mem.c
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_stream.c
-    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_kernel.c
-    ${PROJECT_SOURCE_DIR}/kernels/reduce.c)
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_kernel.c)
   target_include_directories(softcuda
     PUBLIC ${SHARC_SOFTCUDA_INCLUDE_DIR}
     PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/comm/core
@@ -78,6 +79,16 @@ if(SHARC_SOFTCUDA)
     set_tests_properties(gpu.softcuda PROPERTIES TIMEOUT 60
                          LABELS "gpu;softcuda" SKIP_RETURN_CODE 77)
   endif()
+  # The device code as host C++ (cuda_host.h says what it maps and what it
+  # refuses): no C++ runtime in the objects, as with nvcc, so C programs
+  # still link libsharc.a without libstdc++; no contraction of a * b + c
+  # (the kernels must match kernels/reduce.c bit for bit).
+  enable_language(CXX)
+  file(GLOB SHARC_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.cu)
+  set_source_files_properties(${SHARC_CUDA_SOURCES} PROPERTIES
+    LANGUAGE CXX
+    COMPILE_OPTIONS "-xc++;-std=c++17;-include;${PROJECT_SOURCE_DIR}/tests/softcuda/cuda_host.h;-I${PROJECT_SOURCE_DIR}/tests/softcuda;-fno-exceptions;-fno-rtti;-fno-threadsafe-statics;-ffp-contract=off;-Wno-unknown-pragmas"
+    COMPILE_DEFINITIONS "SHARC_CUDA_ARCHS=\"softcuda\"")
   set(SHARC_HAVE_CUDA ON)
   message(STATUS "CUDA: softcuda, the host-memory runtime of tests/softcuda "
     "(headers from ${SHARC_SOFTCUDA_INCLUDE_DIR}); no GPU is used")

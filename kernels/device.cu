@@ -297,9 +297,10 @@ int launch(sharc_dtype_t dtype, int op, void *dst, const void *a, const void *b,
     blocks = max_blocks;
 
   void *args[] = {&dst, &a, &b, &n, &head, &nvec, &divisor};
-  err = cudaLaunchKernel(reinterpret_cast<const void *>(k.fn),
-                         dim3((unsigned)blocks), dim3(kThreads), args, 0,
-                         static_cast<cudaStream_t>(stream));
+  /* The typed pointer (the runtime's template overload): softcuda's
+   * launcher (tests/softcuda/cuda_host.h) needs the argument types. */
+  err = cudaLaunchKernel(k.fn, dim3((unsigned)blocks), dim3(kThreads), args,
+                         0, static_cast<cudaStream_t>(stream));
   return (int)err;
 }
 

@@ -7,6 +7,13 @@
  *    off, dst == b) on a non-blocking stream, compared with kernel_reduce;
  *  - kernel_dev_div for every dtype, divisors {2, 3, 7, 8, 12345} (and 1,
  *    a no-op), aligned and one element off, compared with kernel_div;
+ *  - sizes around every boundary of the kernel's split (device.cu's
+ *    launch): one 16-byte vector, one block of vectors or scalars, the
+ *    whole grid (SMs x 4 blocks x 256 threads) and its first grid-stride
+ *    wrap, each minus one, exact and plus one, for sum, min and division;
+ *  - every one of the 65536 f16 and bf16 bit patterns against two
+ *    permutations of them, for every op and divisor (rounding ties,
+ *    subnormals, infinities and NaNs of the 16-bit types, all reached);
  *  - kernel_dev_copy, device to device and host to device;
  *  - argument errors come back as return values and leave no CUDA error.
  * Inputs include NaN (quiet, signalling, payloads, negative), infinities,
@@ -16,6 +23,11 @@
  * device both produce a NaN from sum, prod or div its payload and sign may
  * differ (kernels/device.h says why); those are counted and reported, not
  * failed.
+ *
+ * On softcuda the kernels are device.cu's own code compiled as host C++
+ * (tests/softcuda/cuda_host.h); ctest runs this test in both grid orders
+ * (SOFTCUDA_GRID_ORDER=reverse), under ASan and UBSan in CI, so that a
+ * misaligned vector load is a report as it is a fault on a GPU.
  *
  *   test_dev_kernels          the test (exit 77 and one SKIP line without a
  *                             usable CUDA device)
@@ -293,9 +305,13 @@ static void run_reduce(ctx_t *c, sharc_dtype_t dt, sharc_op_t op, size_t n,
            sharc_op_name(op), n, l->name);
   n_cases++;
 
-  CUDA_OK(cudaMemsetAsync(c->da, 0xA5, c->bytes, c->stream));
-  CUDA_OK(cudaMemsetAsync(c->db, 0xA5, c->bytes, c->stream));
-  CUDA_OK(cudaMemsetAsync(c->dd, 0xA5, c->bytes, c->stream));
+  /* the bytes this case touches, and its guards (not the whole buffers:
+   * the boundary sweep runs thousands of cases) */
+  const size_t maxoff = 2; /* the largest element offset of `layouts` */
+  const size_t fill_bytes = (maxoff + n + GUARD) * es;
+  CUDA_OK(cudaMemsetAsync(c->da, 0xA5, fill_bytes, c->stream));
+  CUDA_OK(cudaMemsetAsync(c->db, 0xA5, fill_bytes, c->stream));
+  CUDA_OK(cudaMemsetAsync(c->dd, 0xA5, fill_bytes, c->stream));
   CUDA_OK(cudaMemcpyAsync(a, c->ha, n * es, cudaMemcpyHostToDevice, c->stream));
   CUDA_OK(cudaMemcpyAsync(b, c->hb, n * es, cudaMemcpyHostToDevice, c->stream));
   int rc = kernel_dev_reduce(dt, op, dst, a, b, n, c->stream);
@@ -335,7 +351,7 @@ static void run_div(ctx_t *c, sharc_dtype_t dt, int divisor, size_t n,
            sharc_dtype_name(dt), divisor, n, off);
   n_cases++;
 
-  CUDA_OK(cudaMemsetAsync(c->da, 0xA5, c->bytes, c->stream));
+  CUDA_OK(cudaMemsetAsync(c->da, 0xA5, span, c->stream));
   CUDA_OK(
       cudaMemcpyAsync(buf, c->ha, n * es, cudaMemcpyHostToDevice, c->stream));
   int rc = kernel_dev_div(dt, buf, n, divisor, c->stream);
@@ -485,6 +501,66 @@ out:
   free(got);
 }
 
+/* Counts around the boundaries of device.cu's split of n elements of es
+ * bytes over a grid of at most sms x 4 blocks of 256 threads: a vector (V
+ * elements), a block of vectors and of scalars, the full grid of each and
+ * its first grid-stride wrap; each -1, +0, +1; those up to MAX_N. */
+static size_t boundary_counts(size_t es, int sms, size_t *out, size_t max) {
+  const size_t v = 16 / es, threads = 256, grid = (size_t)sms * 4 * threads;
+  const size_t edge[] = {v,           2 * v,        threads,
+                         threads * v, grid,         grid * v,
+                         2 * grid,    2 * grid * v, 2 * grid * v + 3 * v};
+  size_t k = 0;
+  for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+    for (int d = -1; d <= 1; d++) {
+      size_t n = edge[i] + (size_t)d;
+      int seen = n == 0 || n > MAX_N;
+      for (size_t j = 0; j < k && !seen; j++)
+        seen = out[j] == n;
+      if (!seen && k < max)
+        out[k++] = n;
+    }
+  return k;
+}
+
+/* The boundary sizes of dt: sum, min and division, on the vector path
+ * (aligned, one element off, in place) and the scalar path (mixed). */
+static void run_boundaries(ctx_t *c, sharc_dtype_t dt, int sms) {
+  size_t ns[32];
+  size_t k = boundary_counts(sharc_dtype_size(dt), sms, ns, 32);
+  static const sharc_op_t ops[] = {SHARC_SUM, SHARC_MIN};
+  for (size_t i = 0; i < k; i++) {
+    for (size_t o = 0; o < 2; o++)
+      for (size_t l = 0; l < 4; l++) /* aligned, all+1, mixed, dst==a */
+        run_reduce(c, dt, ops[o], ns[i], &layouts[l]);
+    run_div(c, dt, 3, ns[i], 0);
+    run_div(c, dt, 3, ns[i], 1);
+  }
+}
+
+/* Every 16-bit pattern of dt (f16, bf16) as a, against two permutations
+ * as b (x -> 40503 x + 1 and x -> 65535 - x, mod 2^16): every op, in place
+ * and apart, and every pattern divided by each divisor. */
+static void run_patterns(ctx_t *c, sharc_dtype_t dt) {
+  enum { NP = 65536 };
+  uint16_t *a = (uint16_t *)c->ha, *b = (uint16_t *)c->hb;
+  static const int divisors[] = {2, 3, 7, 8, 12345};
+  for (int perm = 0; perm < 2; perm++) {
+    for (uint32_t i = 0; i < NP; i++) {
+      a[i] = (uint16_t)i;
+      b[i] = perm ? (uint16_t)(NP - 1 - i) : (uint16_t)(40503u * i + 1u);
+    }
+    for (int o = 0; o < SHARC_OP_COUNT; o++) {
+      run_reduce(c, dt, (sharc_op_t)o, NP, &layouts[0]);
+      run_reduce(c, dt, (sharc_op_t)o, NP, &layouts[3]);
+    }
+  }
+  for (uint32_t i = 0; i < NP; i++)
+    a[i] = (uint16_t)i;
+  for (size_t v = 0; v < sizeof divisors / sizeof divisors[0]; v++)
+    run_div(c, dt, divisors[v], NP, 0);
+}
+
 int main(int argc, char **argv) {
   int big = argc > 1 && strcmp(argv[1], "--big") == 0;
   char why[256];
@@ -497,8 +573,10 @@ int main(int argc, char **argv) {
   struct cudaDeviceProp prop;
   CUDA_OK(cudaGetDevice(&dev));
   CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-  printf("test_dev_kernels: device %d of %d: %s (sm_%d%d, %d SMs)\n", dev, ndev,
-         prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  const char *order = getenv("SOFTCUDA_GRID_ORDER");
+  printf("test_dev_kernels: device %d of %d: %s (sm_%d%d, %d SMs)%s%s\n", dev,
+         ndev, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+         order ? ", SOFTCUDA_GRID_ORDER=" : "", order ? order : "");
 
   ctx_t c = {0};
   c.bytes = (MAX_N + 2 * GUARD) * 8;
@@ -530,8 +608,15 @@ int main(int argc, char **argv) {
       for (size_t k = 0; k < N_COUNTS; k++)
         for (size_t off = 0; off < 2; off++)
           run_div(&c, dt, divisors[v], counts[k], off);
-    printf("  %-5s reduce (5 ops x %zu counts x %zu layouts) and div: %s\n",
+    fill(dt, c.ha, MAX_N);
+    fill(dt, c.hb, MAX_N);
+    run_boundaries(&c, dt, prop.multiProcessorCount);
+    if (dt == SHARC_F16 || dt == SHARC_BF16)
+      run_patterns(&c, dt);
+    printf("  %-5s reduce (5 ops x %zu counts x %zu layouts), div, boundary "
+           "sizes%s: %s\n",
            sharc_dtype_name(dt), N_COUNTS, N_LAYOUTS,
+           dt == SHARC_F16 || dt == SHARC_BF16 ? ", all 65536 patterns" : "",
            n_failures == fails_before ? "ok" : "FAILED");
   }
 

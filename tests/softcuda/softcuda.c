@@ -7,8 +7,9 @@
  * It implements exactly the subset of the runtime API that sharc, its tests
  * and its benchmark call, the driver entry points they fetch through
  * cudaGetDriverEntryPoint[ByVersion] (cuStreamWaitValue32,
- * cuStreamWriteValue32, cuMemGetAddressRange), and the C wrappers of
- * kernels/device.h (the kernels run as host loops: kernels/reduce.c).
+ * cuStreamWriteValue32, cuMemGetAddressRange), and kernel launches of the
+ * project's own device code, compiled as host C++ through cuda_host.h
+ * (softcuda_kernel.c runs each grid on the stream's worker).
  *
  * What it models (what sharc relies on):
  *  - devices: SOFTCUDA_DEVICES=N (default 1; 0: no device, every device call
@@ -44,7 +45,8 @@
  *
  * What it does not model: real device memory (a "device" pointer is
  * readable by the host, so a host access to device memory goes unnoticed),
- * kernels other than kernels/device.h's, managed memory, cudaMallocAsync
+ * shared memory and barriers inside a kernel (its grid is serial), warps,
+ * managed memory, cudaMallocAsync
  * pools, graphs and stream capture (cudaStreamIsCapturing says none),
  * priorities, peer access limits, context-corrupting (sticky) errors,
  * per-thread default streams (cudaStreamPerThread is the legacy stream
@@ -55,7 +57,7 @@
  * Files: softcuda.c (errors, process state, devices, the driver entry point
  * lookup), softcuda_mem.c (allocations, pointer attributes, copies and
  * memsets, CUDA IPC), softcuda_stream.c (streams, events, stream memory
- * operations), softcuda_kernel.c (kernels/device.h); softcuda_impl.h holds
+ * operations), softcuda_kernel.c (kernel launches); softcuda_impl.h holds
  * what they share.
  *
  * SOFTCUDA_DEBUG=1 prints a line on stderr for every argument a call

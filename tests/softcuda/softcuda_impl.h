@@ -7,12 +7,14 @@
  *    copies and memsets, CUDA IPC;
  *  - softcuda_stream.c: streams (worker threads, the op queue, waits),
  *    events, the driver's stream memory operations;
- *  - softcuda_kernel.c: the kernels/device.h wrappers.
+ *  - softcuda_kernel.c: kernel launches (softcuda_launch.h): the project's
+ *    device code, compiled as host C++ through cuda_host.h, run grid by
+ *    grid on the stream's worker.
  *
- * Every file includes this header first: it includes the CUDA headers and
- * kernels/device.h under default visibility, which is what keeps the CUDA
- * API and the kernel wrappers exported while everything else (this
- * header's sc_* included) stays hidden (-fvisibility=hidden).
+ * Every file includes this header first: it includes the CUDA headers
+ * under default visibility, which is what keeps the CUDA API exported
+ * while everything else (this header's sc_* included) stays hidden
+ * (-fvisibility=hidden).
  */
 #ifndef SHARC_SOFTCUDA_IMPL_H
 #define SHARC_SOFTCUDA_IMPL_H
@@ -22,13 +24,11 @@
 #include <stdint.h>
 #include <time.h>
 
-/* The CUDA API and the kernel wrappers are what this library exports (the
- * target builds with -fvisibility=hidden, like the rest of sharc). */
+/* The CUDA API is what this library exports (the target builds with
+ * -fvisibility=hidden, like the rest of sharc). */
 #pragma GCC visibility push(default)
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-
-#include "device.h"
 #pragma GCC visibility pop
 
 #define MAX_DEVICES 16
@@ -92,8 +92,7 @@ enum {
   OP_RECORD,
   OP_WAIT32,
   OP_WRITE32,
-  OP_REDUCE,
-  OP_DIV
+  OP_KERNEL
 };
 
 typedef struct op {
@@ -125,14 +124,12 @@ typedef struct op {
       uint32_t value;
       unsigned flags;
     } v32;
-    struct {
-      sharc_dtype_t dtype;
-      sharc_op_t op;
-      void *dst;
-      const void *a, *b;
-      size_t n;
-      int divisor;
-    } k;
+    struct { /* softcuda_launch: run(ctx, reverse), then release(ctx) */
+      void (*run)(void *ctx, int reverse);
+      void (*release)(void *ctx);
+      void *ctx;
+      int reverse;
+    } kern;
   } u;
 } op_t;
 
@@ -216,7 +213,8 @@ CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
 
 /* ---- streams (softcuda_stream.c; lock held unless said) ----------------- */
 
-/* An operation of that kind, zeroed (lock not needed); NULL: no memory. */
+/* An operation of that kind, zeroed (lock not needed); NULL: no memory.
+ * sc_op_free releases a kernel's arguments too. */
 op_t *sc_op_new(int kind);
 void sc_op_free(op_t *op);
 

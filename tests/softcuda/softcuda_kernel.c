@@ -1,144 +1,147 @@
 /*
- * softcuda_kernel.c - the C wrappers of kernels/device.h on softcuda (see
- * softcuda.c): the "kernels" are kernels/reduce.c's host loops, queued on
- * a stream like any other operation, their arguments checked on the
- * allocation table first.
+ * softcuda_kernel.c - kernel launches on softcuda (see softcuda.c): the
+ * project's device code, compiled as host C++ through cuda_host.h, queues
+ * each launch here (softcuda_launch), checked as a GPU checks it; the
+ * stream's worker then runs the whole grid, one (block, thread) after
+ * another, in forward order or, with SOFTCUDA_GRID_ORDER=reverse, in
+ * reverse order. No kernel has a host stand-in.
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "softcuda_impl.h"
 
-#include "dtypes.h"
+#pragma GCC visibility push(default)
+#include "softcuda_launch.h"
+#pragma GCC visibility pop
 
-/* ---- kernels/device.h --------------------------------------------------- */
+/* The limits of fill_props (softcuda.c): an H100's. */
+#define MAX_BLOCK_THREADS 1024u
+#define MAX_BLOCK_X 1024u
+#define MAX_BLOCK_Y 1024u
+#define MAX_BLOCK_Z 64u
+#define MAX_GRID_X 2147483647u
+#define MAX_GRID_YZ 65535u
+#define MAX_SHARED (48u << 10)
 
-/* Element sizes from the dtype table the kernels are built from. */
-static const size_t dtype_size[SHARC_DTYPE_COUNT] = {
-#define SC_SIZE(NAME, T, C, U, LD, ST) [SHARC_##NAME] = sizeof(T),
-    SHARC_KERNEL_DTYPES(SC_SIZE)
-#undef SC_SIZE
-};
+/* SOFTCUDA_GRID_ORDER: forward (default) or reverse; anything else is
+ * refused once, loudly, and runs forward. */
+static int grid_reverse(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *s = getenv("SOFTCUDA_GRID_ORDER");
+    v = s && !strcmp(s, "reverse");
+    if (s && *s && strcmp(s, "reverse") && strcmp(s, "forward"))
+      sc_say("SOFTCUDA_GRID_ORDER=%s: use forward or reverse; running "
+             "forward",
+             s);
+  }
+  return v;
+}
 
-/* Queues a host reduction / division as a "kernel" on cuda_stream. Invalid
- * arguments come back without a CUDA error (device.h); a launch that
- * device.cu would make but that would fault on a GPU (a pointer that is not
- * device memory, a range past its allocation, a stream of another device)
- * fails here, with a line on stderr, instead of corrupting memory. */
-static int launch(const char *fn, int kind, sharc_dtype_t dtype, sharc_op_t op,
-                  void *dst, const void *a, const void *b, size_t n,
-                  int divisor, void *cuda_stream) {
-  size_t es = dtype_size[dtype];
-  if (((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) % es)
-    return (int)cudaErrorInvalidValue; /* misaligned elements */
+/* Why grid x block (with shared_mem bytes) cannot launch, or NULL. */
+static const char *bad_config(dim3 g, dim3 b, size_t shared_mem) {
+  if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z)
+    return "a zero grid or block dimension";
+  if (b.x > MAX_BLOCK_X || b.y > MAX_BLOCK_Y || b.z > MAX_BLOCK_Z)
+    return "a block dimension past the device's maximum (1024, 1024, 64)";
+  if ((uint64_t)b.x * b.y * b.z > MAX_BLOCK_THREADS)
+    return "more than 1024 threads per block";
+  if (g.x > MAX_GRID_X || g.y > MAX_GRID_YZ || g.z > MAX_GRID_YZ)
+    return "a grid dimension past the device's maximum (2^31-1, 65535, "
+           "65535)";
+  if (shared_mem > MAX_SHARED)
+    return "more than 48 KiB of dynamic shared memory";
+  return NULL;
+}
+
+cudaError_t softcuda_launch(const void *func, dim3 grid, dim3 block,
+                            size_t shared_mem, cudaStream_t stream,
+                            void (*run)(void *ctx, int reverse),
+                            void (*release)(void *ctx), void *ctx,
+                            const void *const *ptrs, int nptrs) {
+  static const char fn[] = "cudaLaunchKernel";
   cudaError_t e = sc_enter_dev(fn);
-  if (e != cudaSuccess)
-    return (int)sc_fail(e);
-  op_t *o = sc_op_new(kind);
-  if (!o)
-    return (int)sc_fail(cudaErrorMemoryAllocation);
-  o->u.k.dtype = dtype;
-  o->u.k.op = op;
-  o->u.k.dst = dst;
-  o->u.k.a = a;
-  o->u.k.b = b;
-  o->u.k.n = n;
-  o->u.k.divisor = divisor;
-  size_t bytes = n * es;
-  const void *ptrs[3] = {dst, a, b};
-  static const char *const names[3] = {"dst", "a", "b"};
+  if (e != cudaSuccess) {
+    release(ctx);
+    return sc_fail(e);
+  }
+  const char *why = func ? bad_config(grid, block, shared_mem) : NULL;
+  if (!func || why) {
+    sc_say("%s: grid (%u, %u, %u) x block (%u, %u, %u): %s", fn, grid.x, grid.y,
+           grid.z, block.x, block.y, block.z, func ? why : "no kernel");
+    release(ctx);
+    return sc_fail(func ? cudaErrorInvalidConfiguration
+                        : cudaErrorInvalidDeviceFunction);
+  }
+  op_t *o = sc_op_new(OP_KERNEL);
+  if (!o) {
+    release(ctx);
+    return sc_fail(cudaErrorMemoryAllocation);
+  }
+  o->u.kern.run = run;
+  o->u.kern.release = release;
+  o->u.kern.ctx = ctx;
+  o->u.kern.reverse = grid_reverse();
   pthread_mutex_lock(&sc_state.lock);
   stream_t *s = NULL;
-  e = sc_resolve((cudaStream_t)cuda_stream, &s);
+  e = sc_resolve(stream, &s);
   if (e == cudaSuccess && s->device != sc_cur_dev) {
-    sc_say("%s: stream of device %d, current device %d", fn, s->device,
-           sc_cur_dev);
+    sc_say("%s: a stream of device %d while device %d is current", fn,
+           s->device, sc_cur_dev);
     e = cudaErrorInvalidResourceHandle;
   }
-  for (int i = 0; i < 3 && e == cudaSuccess; i++) {
-    int k = sc_mem_kind(ptrs[i], bytes);
+  /* A GPU reaches device memory and pinned host memory; a pointer to
+   * pageable or freed memory makes the kernel fault. */
+  for (int i = 0; i < nptrs && e == cudaSuccess; i++) {
+    int k = ptrs[i] ? sc_mem_kind(ptrs[i], 1) : M_DEVICE;
     if (k != M_DEVICE && k != M_HOST) {
-      sc_say("%s: %s [%p, +%zu bytes) is %s: the kernel would fault", fn,
-             names[i], ptrs[i], bytes, sc_mem_name(k));
+      sc_say("%s: pointer argument %p is %s: the kernel would fault", fn,
+             ptrs[i], sc_mem_name(k));
       e = cudaErrorIllegalAddress;
     }
   }
-  if (e == cudaSuccess)
-    e = sc_submit(s, o);
-  else
+  if (e == cudaSuccess) {
+    e = sc_submit(s, o); /* takes o: released after it ran */
+  } else {
+    o->u.kern.release = NULL;
     sc_op_free(o);
-  pthread_mutex_unlock(&sc_state.lock);
-  return (int)sc_fail(e);
-}
-
-int kernel_dev_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst,
-                      const void *a, const void *b, size_t n,
-                      void *cuda_stream) {
-  if ((unsigned)dtype >= SHARC_DTYPE_COUNT || (unsigned)op >= SHARC_OP_COUNT)
-    return (int)cudaErrorInvalidValue;
-  if (n == 0)
-    return 0;
-  if (!dst || !a || !b)
-    return (int)cudaErrorInvalidValue;
-  return launch(__func__, OP_REDUCE, dtype, op, dst, a, b, n, 1, cuda_stream);
-}
-
-int kernel_dev_div(sharc_dtype_t dtype, void *buf, size_t n, int divisor,
-                   void *cuda_stream) {
-  if ((unsigned)dtype >= SHARC_DTYPE_COUNT || divisor <= 0)
-    return (int)cudaErrorInvalidValue;
-  if (n == 0 || divisor == 1)
-    return 0;
-  if (!buf)
-    return (int)cudaErrorInvalidValue;
-  return launch(__func__, OP_DIV, dtype, SHARC_SUM, buf, buf, buf, n, divisor,
-                cuda_stream);
-}
-
-int kernel_dev_copy(void *dst, const void *src, size_t bytes,
-                    void *cuda_stream) {
-  if (bytes == 0 || dst == src)
-    return 0;
-  if (!dst || !src)
-    return (int)cudaErrorInvalidValue;
-  return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
-                              (cudaStream_t)cuda_stream);
-}
-
-void kernel_dev_versions(char *buf, size_t len) {
-  int drv = 0, rt = 0;
-  (void)cudaDriverGetVersion(&drv);
-  (void)cudaRuntimeGetVersion(&rt);
-  (void)cudaGetLastError();
-  snprintf(buf, len, "driver supports CUDA %d.%d, runtime is %d.%d (softcuda)",
-           drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
-}
-
-int kernel_dev_available(int *ndev, char *why, size_t whylen) {
-  int count = 0;
-  if (ndev)
-    *ndev = 0;
-  if (why && whylen)
-    why[0] = '\0';
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count <= 0) {
-    char ver[96];
-    kernel_dev_versions(ver, sizeof ver);
-    if (why && whylen)
-      snprintf(why, whylen, "cudaGetDeviceCount: %s: %s; %s",
-               cudaGetErrorName(e), cudaGetErrorString(e), ver);
-    (void)cudaGetLastError();
-    return 0;
+    release(ctx);
   }
-  if (ndev)
-    *ndev = count;
-  return 1; /* the host loops run on any "device" */
+  pthread_mutex_unlock(&sc_state.lock);
+  return sc_fail(e);
 }
 
-const char *kernel_dev_error_string(int err) {
-  static _Thread_local char buf[192];
-  cudaError_t e = (cudaError_t)err;
-  snprintf(buf, sizeof buf, "%s: %s", cudaGetErrorName(e),
-           cudaGetErrorString(e));
-  return buf;
+/* The runtime's untyped launch: device code compiled through cuda_host.h
+ * always reaches the typed one. */
+cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
+                             void **args, size_t shared_mem,
+                             cudaStream_t stream) {
+  (void)grid;
+  (void)block;
+  (void)args;
+  (void)shared_mem;
+  (void)stream;
+  sc_say("cudaLaunchKernel(%p): an untyped launch; softcuda runs kernels "
+         "launched from device code compiled through cuda_host.h",
+         func);
+  return sc_fail(cudaErrorInvalidDeviceFunction);
+}
+
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr,
+                                  const void *func) {
+  ENTER_DEV();
+  if (!attr)
+    return sc_fail(cudaErrorInvalidValue);
+  if (!func)
+    return sc_fail(cudaErrorInvalidDeviceFunction);
+  memset(attr, 0, sizeof *attr);
+  attr->maxThreadsPerBlock = (int)MAX_BLOCK_THREADS;
+  attr->numRegs = 32;
+  attr->ptxVersion = 90;
+  attr->binaryVersion = 90;
+  attr->maxDynamicSharedSizeBytes = (int)MAX_SHARED;
+  return cudaSuccess;
 }

@@ -10,8 +10,6 @@
 
 #include "softcuda_impl.h"
 
-#include "reduce.h"
-
 /* ---- streams (lock held unless said) ------------------------------------ */
 
 static stream_t *stream_by_id(uint64_t id) {
@@ -44,6 +42,8 @@ static int add_dep(op_t *op, uint64_t sid, uint64_t seq) {
 }
 
 void sc_op_free(op_t *op) {
+  if (op->kind == OP_KERNEL && op->u.kern.release)
+    op->u.kern.release(op->u.kern.ctx);
   free(op->deps);
   free(op);
 }
@@ -271,12 +271,8 @@ static void run_op(stream_t *s, op_t *op) {
     else
       __atomic_store_n(op->u.v32.addr, op->u.v32.value, __ATOMIC_RELEASE);
     break;
-  case OP_REDUCE:
-    kernel_reduce(op->u.k.dtype, op->u.k.op, op->u.k.dst, op->u.k.a, op->u.k.b,
-                  op->u.k.n);
-    break;
-  case OP_DIV:
-    kernel_div(op->u.k.dtype, op->u.k.dst, op->u.k.n, op->u.k.divisor);
+  case OP_KERNEL:
+    op->u.kern.run(op->u.kern.ctx, op->u.kern.reverse);
     break;
   default:
     break;

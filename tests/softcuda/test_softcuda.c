@@ -2,8 +2,10 @@
  * test_softcuda.c - softcuda's own semantics, the ones sharc relies on:
  * pointer classes, checked copies, stream order and cuStreamWaitValue32,
  * the legacy stream's implicit waits, events, sticky last errors, host
- * functions that call CUDA, and CUDA IPC between two processes (this
- * program re-executed with --child HANDLE).
+ * functions that call CUDA, kernel launches (softcuda_launch: refused as a
+ * GPU refuses them, run in order on the stream, their arguments released),
+ * and CUDA IPC between two processes (this program re-executed with
+ * --child HANDLE).
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -14,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "softcuda/softcuda_launch.h"
 #include "unit/expect.h"
 
 #define IS(call, want)                                                         \
@@ -31,6 +34,58 @@ static void *entry(const char *sym) {
   enum cudaDriverEntryPointQueryResult q;
   cudaGetDriverEntryPointByVersion(sym, &fn, 12000, cudaEnableDefault, &q);
   return q == cudaDriverEntryPointSuccess ? fn : NULL;
+}
+
+/* A "kernel" for softcuda_launch: counts its runs and releases. */
+typedef struct {
+  int runs, releases, reverse;
+} kern_t;
+static void kern_run(void *ctx, int reverse) {
+  kern_t *k = ctx;
+  k->runs++;
+  k->reverse = reverse;
+}
+static void kern_release(void *ctx) { ((kern_t *)ctx)->releases++; }
+
+static cudaError_t launch(kern_t *k, dim3 g, dim3 b, const void *p,
+                          cudaStream_t s) {
+  *k = (kern_t){0, 0, -1};
+  const void *ptrs[1] = {p};
+  return softcuda_launch((const void *)kern_run, g, b, 0, s, kern_run,
+                         kern_release, k, ptrs, 1);
+}
+
+/* Launches are checked as a GPU checks them, and run once each. */
+static void test_launch(cudaStream_t s, void *dev, void *pinned) {
+  kern_t k;
+  char pageable[64];
+  dim3 one = {1, 1, 1}, ok_block = {256, 1, 1};
+  IS(launch(&k, one, ok_block, dev, s), cudaSuccess);
+  IS(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT(k.runs == 1 && k.releases == 1 && k.reverse == 0,
+         "runs %d releases %d reverse %d", k.runs, k.releases, k.reverse);
+  IS(launch(&k, one, ok_block, pinned, s), cudaSuccess); /* mapped host */
+  IS(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT(k.runs == 1 && k.releases == 1, "pinned: runs %d", k.runs);
+  static const struct {
+    dim3 g, b;
+  } bad[] = {{{1, 1, 1}, {1025, 1, 1}}, {{1, 1, 1}, {32, 32, 2}},
+             {{1, 1, 1}, {1, 1, 65}},   {{1, 70000, 1}, {1, 1, 1}},
+             {{0, 1, 1}, {32, 1, 1}},   {{1, 1, 1}, {0, 1, 1}}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    IS(launch(&k, bad[i].g, bad[i].b, dev, s), cudaErrorInvalidConfiguration);
+    EXPECT(k.runs == 0 && k.releases == 1, "bad config %zu: runs %d rel %d", i,
+           k.runs, k.releases);
+  }
+  IS(launch(&k, one, ok_block, pageable, s), cudaErrorIllegalAddress);
+  EXPECT(k.runs == 0 && k.releases == 1, "pageable: runs %d rel %d", k.runs,
+         k.releases);
+  void *args[1] = {NULL};
+  IS(cudaLaunchKernel((const void *)kern_run, one, one, args, 0, s),
+     cudaErrorInvalidDeviceFunction);
+  struct cudaFuncAttributes fa;
+  IS(cudaFuncGetAttributes(&fa, (const void *)kern_run), cudaSuccess);
+  EXPECT(fa.maxThreadsPerBlock == 1024, "%d", fa.maxThreadsPerBlock);
 }
 
 static void call_cuda(void *arg) {
@@ -188,6 +243,8 @@ int main(int argc, char **argv) {
   IS(cudaMemcpy(back + 1, d, 1, cudaMemcpyDefault), cudaSuccess);
   EXPECT(back[0] == 0x22 && back[1] == 0x22, "child's bytes %x %x", back[0],
          back[1]);
+
+  test_launch(s, d, h);
 
   IS(cudaEventDestroy(e0), cudaSuccess);
   IS(cudaEventDestroy(e1), cudaSuccess);

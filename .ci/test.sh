@@ -38,9 +38,13 @@ tsan_tests='^(unit\.|mp\.coll\.(shm|tcp)\.n4$|mp\.hang\.|mp\.kill\.(shm|tcp|abor
 tsan_skip='^unit\.test_(kernels|schedule|devpipe|ib_mock)$'
 # softcuda: AddressSanitizer + UBSan again, with the GPU data path built
 # against tests/softcuda (a host-memory CUDA runtime, no GPU needed): the gpu
-# tests (staged and IPC paths, killed ranks, the device kernels' wrappers)
-# and test_stream_cuda run for real here instead of skipping; about 5 min.
+# tests (staged and IPC paths, killed ranks, kernels/device.cu's own code in
+# both grid orders) and test_stream_cuda run for real here instead of
+# skipping, then again under SOFTCUDA_JITTER with each seed of
+# softcuda_seeds (random stream delays, interleavings and copy chunk order:
+# an ordering CUDA does not promise fails there); about 3 min a pass.
 softcuda_tests='^(gpu\.|unit\.test_stream_cuda)'
+softcuda_seeds='1 2 3'
 # run_ctest LOG [ctest args]: runs ctest in $dir, adds its counts to the
 # totals, sets status=1 on a failure.
 run_ctest() {
@@ -87,6 +91,12 @@ for variant in plain asan tsan softcuda; do
   [ "$variant" = tsan ] && select=(-R "$tsan_tests" -E "$tsan_skip")
   [ "$variant" = softcuda ] && select=(-R "$softcuda_tests")
   run_ctest "$dir/ctest.log" "${select[@]}"
+  if [ "$variant" = softcuda ]; then
+    for seed in $softcuda_seeds; do
+      echo "=== ctest (softcuda, SOFTCUDA_JITTER=$seed) ==="
+      SOFTCUDA_JITTER=$seed run_ctest "$dir/ctest-jitter$seed.log" "${select[@]}"
+    done
+  fi
   # The numerical-parity tests again under every other OpenBLAS kernel this
   # CPU runs (AVX2 and AVX-512 kernels round differently; a user's machine
   # may pick any): about 80 s each.

@@ -62,6 +62,19 @@
  *
  * SOFTCUDA_DEBUG=1 prints a line on stderr for every argument a call
  * refuses; SOFTCUDA_POLL_US caps the wait poll interval (default 100).
+ *
+ * SOFTCUDA_JITTER=<seed> shakes the timing as a GPU under load does, within
+ * what the CUDA programming model allows (softcuda_stream.c, jitter): each
+ * stream's worker waits a random while before each operation, so the
+ * operations of independent streams interleave at random and host code
+ * overtakes the device; a copy moves its bytes in chunks in random order
+ * with pauses between them, so a host read before the copy completed sees
+ * a mix; and an operation's completion (what events, queries and
+ * synchronisation see) comes a random while after its effects. A program
+ * that relies on an order CUDA does not promise (a missing event wait, a
+ * host read before synchronising, a buffer reused before the copy reading
+ * it finished) then fails at random, as it would on a GPU once in a
+ * thousand steps. The seed fixes the delays, not the threads' schedule.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -158,11 +171,20 @@ static void init_once(void) {
   e = getenv("SOFTCUDA_POLL_US");
   if (e && atoi(e) >= 20)
     sc_state.poll_max_us = (unsigned)atoi(e);
-    /* The real runtime loads the driver (libcuda.so.1) on its first call, and
-     * sharc asks the loader whether it is there (devptr.c cuda_in_use):
-     * load the stub whose soname is libcuda.so.1 now, not at startup. It
-     * is found by its build-tree path (SOFTCUDA_DRIVER): softcuda is a test
-     * double, not meant to be installed. */
+  e = getenv("SOFTCUDA_JITTER");
+  if (e && *e) {
+    char *end;
+    unsigned long long seed = strtoull(e, &end, 0);
+    if (*end)
+      sc_say("SOFTCUDA_JITTER=%s: want a seed (an integer); jitter off", e);
+    else
+      sc_state.jitter = 1, sc_state.jitter_seed = seed;
+  }
+  /* The real runtime loads the driver (libcuda.so.1) on its first call, and
+   * sharc asks the loader whether it is there (devptr.c cuda_in_use):
+   * load the stub whose soname is libcuda.so.1 now, not at startup. It
+   * is found by its build-tree path (SOFTCUDA_DRIVER): softcuda is a test
+   * double, not meant to be installed. */
 #ifdef SOFTCUDA_DRIVER
   if (!dlopen(SOFTCUDA_DRIVER, RTLD_NOW | RTLD_GLOBAL))
     sc_say("cannot load the driver stub %s: %s; sharc will take device "

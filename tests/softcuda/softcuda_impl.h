@@ -143,6 +143,7 @@ struct CUstream_st {
   pthread_cond_t wake;
   op_t *head, *tail;
   uint64_t queued, done; /* sequence numbers */
+  uint64_t rng;          /* SOFTCUDA_JITTER: this stream's delays (worker) */
 };
 typedef struct CUstream_st stream_t;
 
@@ -180,6 +181,8 @@ typedef struct {
   pthread_cond_t done;
   int ndev;
   unsigned poll_max_us;
+  int jitter;           /* SOFTCUDA_JITTER set */
+  uint64_t jitter_seed; /* its value */
   uint64_t next_id;
   stream_t *streams; /* including legacy and draining ones */
   stream_t *legacy[MAX_DEVICES];

@@ -50,6 +50,59 @@ void sc_op_free(op_t *op) {
 
 static void run_op(stream_t *s, op_t *op);
 
+/* ---- SOFTCUDA_JITTER (worker thread) ------------------------------------ */
+
+static uint64_t jitter_next(stream_t *s) { /* splitmix64 */
+  uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void sleep_us(unsigned us);
+
+/* A random pause: none half the time, else up to 50 us, 500 us or 3 ms,
+ * and one time in 200 a stall of 5-20 ms, as a GPU busy with other work
+ * (or a preempted process) gives: rare, long enough for the host to run
+ * far ahead. */
+static void jitter_pause(stream_t *s) {
+  if (!sc_state.jitter)
+    return;
+  uint64_t r = jitter_next(s);
+  unsigned k = (unsigned)(r % 200), us = (unsigned)(r >> 32);
+  if (k < 100)
+    return;
+  sleep_us(k < 160   ? 1 + us % 50
+           : k < 190 ? 50 + us % 450
+           : k < 199 ? 500 + us % 2500
+                     : 5000 + us % 15000);
+}
+
+/* A copy of rows in up to 8 chunks per row, in random order, with pauses:
+ * what a host read racing the copy sees is a mix of old and new bytes. */
+static void jitter_copy(stream_t *s, uint8_t *d, const uint8_t *src,
+                        size_t width, size_t height, size_t dpitch,
+                        size_t spitch) {
+  enum { MAXC = 8 };
+  for (size_t r = 0; r < height; r++) {
+    size_t nc = width < MAXC ? (width ? width : 1) : MAXC;
+    size_t order[MAXC];
+    for (size_t i = 0; i < nc; i++)
+      order[i] = i;
+    for (size_t i = nc; i > 1; i--) { /* Fisher-Yates */
+      size_t j = (size_t)(jitter_next(s) % i), t = order[i - 1];
+      order[i - 1] = order[j];
+      order[j] = t;
+    }
+    for (size_t i = 0; i < nc; i++) {
+      size_t lo = width * order[i] / nc, hi = width * (order[i] + 1) / nc;
+      memcpy(d + r * dpitch + lo, src + r * spitch + lo, hi - lo);
+      if (jitter_next(s) % 4 == 0)
+        sleep_us(1 + (unsigned)(jitter_next(s) % 100));
+    }
+  }
+}
+
 static void *worker(void *arg) {
   stream_t *s = arg;
   sc_cur_dev = s->device; /* host functions see the stream's device */
@@ -62,7 +115,9 @@ static void *worker(void *arg) {
       break;
     wait_deps(op->deps, op->ndeps);
     pthread_mutex_unlock(&sc_state.lock);
+    jitter_pause(s); /* independent streams interleave at random */
     run_op(s, op);
+    jitter_pause(s); /* completion comes later than the effects */
     pthread_mutex_lock(&sc_state.lock);
     s->head = op->next;
     if (!s->head)
@@ -92,6 +147,7 @@ static cudaError_t stream_new(int device, unsigned flags, int legacy,
   s->device = device;
   s->flags = flags;
   s->legacy = legacy;
+  s->rng = sc_state.jitter_seed ^ (s->id * 0xd1b54a32d192ed03ull);
   pthread_cond_init(&s->wake, NULL);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -230,6 +286,11 @@ static void run_op(stream_t *s, op_t *op) {
   case OP_COPY: {
     uint8_t *d = op->u.copy.dst;
     const uint8_t *src = op->u.copy.src;
+    if (sc_state.jitter) {
+      jitter_copy(s, d, src, op->u.copy.width, op->u.copy.height,
+                  op->u.copy.dpitch, op->u.copy.spitch);
+      break;
+    }
     for (size_t r = 0; r < op->u.copy.height; r++)
       memcpy(d + r * op->u.copy.dpitch, src + r * op->u.copy.spitch,
              op->u.copy.width);

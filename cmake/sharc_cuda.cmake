@@ -68,6 +68,27 @@ if(SHARC_SOFTCUDA)
   # sharc_static's export names its link dependencies (sharcConfig.cmake).
   install(TARGETS softcuda softcuda_driver EXPORT sharcTargets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  # cuBLAS on softcuda (tests/softcuda/softcuda_cublas.c says what it
+  # models): the GEMMs queued as softcuda kernels, computed by OpenBLAS.
+  # Every target_link_libraries(... CUDA::cublas) then links it.
+  find_package(PkgConfig QUIET)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(OPENBLAS QUIET openblas)
+  endif()
+  if(OPENBLAS_FOUND)
+    add_library(softcublas SHARED
+      ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_cublas.c)
+    target_include_directories(softcublas
+      PUBLIC ${SHARC_SOFTCUDA_INCLUDE_DIR}
+      PRIVATE ${OPENBLAS_INCLUDE_DIRS})
+    target_link_libraries(softcublas PUBLIC softcuda
+                          PRIVATE ${OPENBLAS_LINK_LIBRARIES} Threads::Threads)
+    add_library(CUDA::cublas ALIAS softcublas)
+  else()
+    message(WARNING "softcuda: OpenBLAS (pkg-config openblas) not found: "
+      "the cuBLAS stand-in (softcublas, CUDA::cublas) and gpu.cublas are not "
+      "built; install libopenblas-dev")
+  endif()
   # softcuda's own semantics (stream order, events, errors, IPC).
   if(SHARC_BUILD_TESTS)
     enable_testing()

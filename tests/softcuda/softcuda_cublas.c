@@ -664,73 +664,16 @@ static cublasStatus_t gemm(cublasHandle_t handle, const gemm_args_t *g) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
-                              cublasOperation_t transb, int m, int n, int k,
-                              const float *alpha, const float *A, int lda,
-                              const float *B, int ldb, const float *beta,
-                              float *C, int ldc) {
-  gemm_args_t g = {.fn = "cublasSgemm",
-                   .ta = transa,
-                   .tb = transb,
-                   .m = m,
-                   .n = n,
-                   .k = k,
-                   .alpha = alpha,
-                   .beta = beta,
-                   .a = A,
-                   .b = B,
-                   .c = C,
-                   .at = CUDA_R_32F,
-                   .bt = CUDA_R_32F,
-                   .ct = CUDA_R_32F,
-                   .lda = lda,
-                   .ldb = ldb,
-                   .ldc = ldc,
-                   .batch = 1,
-                   .compute = CUBLAS_COMPUTE_32F,
-                   .algo = CUBLAS_GEMM_DEFAULT};
-  return gemm(handle, &g);
-}
-
-cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
-                            cublasOperation_t transb, int m, int n, int k,
-                            const void *alpha, const void *A,
-                            cudaDataType Atype, int lda, const void *B,
-                            cudaDataType Btype, int ldb, const void *beta,
-                            void *C, cudaDataType Ctype, int ldc,
-                            cublasComputeType_t computeType,
-                            cublasGemmAlgo_t algo) {
-  gemm_args_t g = {.fn = "cublasGemmEx",
-                   .ta = transa,
-                   .tb = transb,
-                   .m = m,
-                   .n = n,
-                   .k = k,
-                   .alpha = alpha,
-                   .beta = beta,
-                   .a = A,
-                   .b = B,
-                   .c = C,
-                   .at = Atype,
-                   .bt = Btype,
-                   .ct = Ctype,
-                   .lda = lda,
-                   .ldb = ldb,
-                   .ldc = ldc,
-                   .batch = 1,
-                   .compute = computeType,
-                   .algo = algo};
-  return gemm(handle, &g);
-}
-
-cublasStatus_t cublasGemmStridedBatchedEx(
-    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
-    int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
-    int lda, long long int strideA, const void *B, cudaDataType Btype, int ldb,
-    long long int strideB, const void *beta, void *C, cudaDataType Ctype,
-    int ldc, long long int strideC, int batchCount,
-    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-  gemm_args_t g = {.fn = "cublasGemmStridedBatchedEx",
+/* Every GEMM entry point: one argument set, named in messages by fn. */
+static cublasStatus_t
+gemm_ex(const char *fn, cublasHandle_t handle, cublasOperation_t transa,
+        cublasOperation_t transb, int m, int n, int k, const void *alpha,
+        const void *A, cudaDataType Atype, int lda, long long strideA,
+        const void *B, cudaDataType Btype, int ldb, long long strideB,
+        const void *beta, void *C, cudaDataType Ctype, int ldc,
+        long long strideC, int batchCount, cublasComputeType_t computeType,
+        cublasGemmAlgo_t algo) {
+  gemm_args_t g = {.fn = fn,
                    .ta = transa,
                    .tb = transb,
                    .m = m,
@@ -754,4 +697,39 @@ cublasStatus_t cublasGemmStridedBatchedEx(
                    .compute = computeType,
                    .algo = algo};
   return gemm(handle, &g);
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
+                              cublasOperation_t transb, int m, int n, int k,
+                              const float *alpha, const float *A, int lda,
+                              const float *B, int ldb, const float *beta,
+                              float *C, int ldc) {
+  return gemm_ex("cublasSgemm", handle, transa, transb, m, n, k, alpha, A,
+                 CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, beta, C, CUDA_R_32F,
+                 ldc, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k,
+                            const void *alpha, const void *A,
+                            cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta,
+                            void *C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo) {
+  return gemm_ex("cublasGemmEx", handle, transa, transb, m, n, k, alpha, A,
+                 Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
+                 computeType, algo);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+    int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
+    int lda, long long int strideA, const void *B, cudaDataType Btype, int ldb,
+    long long int strideB, const void *beta, void *C, cudaDataType Ctype,
+    int ldc, long long int strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  return gemm_ex("cublasGemmStridedBatchedEx", handle, transa, transb, m, n, k,
+                 alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C,
+                 Ctype, ldc, strideC, batchCount, computeType, algo);
 }

@@ -215,6 +215,19 @@ static void strays(struct sharc_comm *c) {
 /* ---- tests ----------------------------------------------------------------
  */
 
+/* Frees the fake communicators of make_comms. */
+static void free_comms(struct sharc_comm **cs, int n) {
+  for (int r = 0; r < n; r++) {
+    if (cs[r]->listen_fd >= 0)
+      close(cs[r]->listen_fd);
+    free(cs[r]->peers);
+    pthread_mutex_destroy(&cs[r]->err_lock);
+    pthread_mutex_destroy(&cs[r]->order_lock);
+    pthread_cond_destroy(&cs[r]->order_cond);
+    free(cs[r]);
+  }
+}
+
 static void send_all(node_t *nodes, int n) {
   for (int seq = 0; seq < NMSG; seq++)
     for (int s = 0; s < n; s++)
@@ -320,14 +333,7 @@ static void test_ctrl(void) {
          LAST(cs[0]));
   stop(&nodes[0]);
   stop(&nodes[2]);
-  for (int r = 0; r < N; r++) {
-    close(cs[r]->listen_fd);
-    free(cs[r]->peers);
-    pthread_mutex_destroy(&cs[r]->err_lock);
-    pthread_mutex_destroy(&cs[r]->order_lock);
-    pthread_cond_destroy(&cs[r]->order_cond);
-    free(cs[r]);
-  }
+  free_comms(cs, N);
 }
 
 /* Two ranks leave one after the other: the second still says goodbye to
@@ -356,14 +362,7 @@ static void test_both_leave(void) {
   usleep(50000);
   EXPECT(lost_of(&nodes[0], 1) == 0, "rank 1's goodbye read as a death");
   stop(&nodes[0]);
-  for (int r = 0; r < 2; r++) {
-    close(cs[r]->listen_fd);
-    free(cs[r]->peers);
-    pthread_mutex_destroy(&cs[r]->err_lock);
-    pthread_mutex_destroy(&cs[r]->order_lock);
-    pthread_cond_destroy(&cs[r]->order_cond);
-    free(cs[r]);
-  }
+  free_comms(cs, 2);
 }
 
 /* A lower rank that cannot reach its peer reports it, by name. */
@@ -379,15 +378,7 @@ static void test_unreachable(void) {
   EXPECT(strstr(LAST(cs[0]), "rank 1 (host host1)"), "message: %s",
          LAST(cs[0]));
   stop(&n0);
-  for (int r = 0; r < 2; r++) {
-    if (cs[r]->listen_fd >= 0)
-      close(cs[r]->listen_fd);
-    free(cs[r]->peers);
-    pthread_mutex_destroy(&cs[r]->err_lock);
-    pthread_mutex_destroy(&cs[r]->order_lock);
-    pthread_cond_destroy(&cs[r]->order_cond);
-    free(cs[r]);
-  }
+  free_comms(cs, 2);
 }
 
 int main(void) {

@@ -108,6 +108,21 @@ for variant in plain asan tsan softcuda; do
   fi
   echo "=== $variant: build and tests took $((SECONDS - start)) s ==="
 done
-echo "ci: plain and asan builds, every test of each (plain: models and shard again under each other OpenBLAS kernel this CPU runs); tsan build, the threaded subset; asan + softcuda build, the gpu tests (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
+# The first command on a GPU machine, end to end on softcuda so that it
+# cannot rot: its own build, the gpu tests, small device benchmarks; the
+# steps that need a GPU say so in a line each.
+if [ -f "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/cuda_runtime_api.h" ]; then
+  start=$SECONDS
+  echo "=== tests/gpu/device_run.sh (SOFTCUDA=1) ==="
+  if SOFTCUDA=1 BUILD=build-test-device-run OUT="$PWD/build-test-device-run-out" \
+    JOBS="$jobs" bash tests/gpu/device_run.sh; then
+    total_pass=$((total_pass + 1))
+  else
+    total_fail=$((total_fail + 1))
+    status=1
+  fi
+  echo "=== device_run.sh took $((SECONDS - start)) s ==="
+fi
+echo "ci: plain and asan builds, every test of each (plain: models and shard again under each other OpenBLAS kernel this CPU runs); tsan build, the threaded subset; asan + softcuda build, the gpu tests, again under three SOFTCUDA_JITTER seeds; tests/gpu/device_run.sh end to end on softcuda (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status

@@ -18,7 +18,15 @@
 # to summary.txt; at the end the logs, the bench JSON and the summary are
 # packed into $OUT/device_run_<STAGE>.tar.gz and the summary is copied to
 # $OUT/summary_<STAGE>.txt (the device tool brings back 8 files at most).
-# The exit status is 0 only if every step passed.
+# The exit status is 0 only if every step passed. summary.txt also names
+# the device, its driver and the CUDA versions (the "device" lines).
+#
+# SOFTCUDA=1 runs the same script end to end on softcuda (a build with
+# -DSHARC_SOFTCUDA=ON: the CUDA runtime made of host memory and threads of
+# tests/softcuda), so that it cannot rot on machines without a GPU: CI runs
+# it so. The steps that need a GPU (nvidia-smi, compute-sanitizer, --big,
+# NCCL) then say in one line each that they are not run and why; the
+# benchmarks run small (up to 16 MiB) and say nothing about GPU speed.
 #
 #   bash tests/gpu/device_run.sh               (any directory; every stage)
 #   STAGE=build bash tests/gpu/device_run.sh   then STAGE=tests, STAGE=bench:
@@ -39,6 +47,7 @@
 # and a lease is too short to lose to that), SHARC_GPU_BIG=0 skips the --big run (it needs about 6.5
 # GB of GPU and 9 GB of host memory).
 set -u
+soft=${SOFTCUDA:-0}
 out=${OUT:-gpu-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
 cd "$(dirname "$0")/../.." || exit 1
@@ -97,7 +106,9 @@ want() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
 
 note "device_run: stage $stage, $(date -u +%FT%TZ) on $(hostname), source $(git describe --always --dirty 2>/dev/null || echo '(no git)')"
 if want build; then
-  if command -v nvidia-smi >/dev/null; then
+  if [ "$soft" = 1 ]; then
+    note "smi        not run: SOFTCUDA=1 (no GPU; softcuda's host device)"
+  elif command -v nvidia-smi >/dev/null; then
     step smi nvidia-smi
     nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total \
       --format=csv >>"$logs/smi.log" 2>&1
@@ -105,12 +116,15 @@ if want build; then
     note "smi        missing: nvidia-smi is not on PATH"
     failed=1
   fi
-  step versions bash -c 'cmake --version | head -1; nvcc --version | tail -2; gcc --version | head -1'
+  step versions bash -c 'cmake --version | head -1; (nvcc --version || /usr/local/cuda/bin/nvcc --version) | tail -2; gcc --version | head -1'
+  grep -E 'release|V[0-9]' "$logs/versions.log" | head -1 | sed 's/^/device     toolkit: /' >>"$summary"
   arch_flag=()
   [ -n "${CUDA_ARCHS:-}" ] && arch_flag=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
+  cuda_flag=(-DSHARC_WITH_CUDA=ON)
+  [ "$soft" = 1 ] && cuda_flag=(-DSHARC_SOFTCUDA=ON)
   rm -rf "$build"
   step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSHARC_WERROR="${WERROR:-OFF}" -DSHARC_WITH_CUDA=ON ${arch_flag[@]+"${arch_flag[@]}"} &&
+    -DSHARC_WERROR="${WERROR:-OFF}" "${cuda_flag[@]}" ${arch_flag[@]+"${arch_flag[@]}"} &&
     step build cmake --build "$build" -j"$jobs"
 fi
 if [ ! -x "$build/sharcrun" ]; then
@@ -122,6 +136,11 @@ fi
 if want tests; then
   test_bin=$build/tests/gpu/test_dev_kernels
   step ctest bash -c "cd '$build' && ctest -L gpu -R '${GPU_TESTS:-.}' --output-on-failure -V"
+  # the device, its driver and runtime, as the kernels' test found them
+  grep -m1 -oE 'test_dev_kernels: device .*' "$logs/ctest.log" |
+    sed 's/^/device     /' >>"$summary"
+  grep -m1 -oE '(driver supports|no NVIDIA driver)[^;]*' "$logs/ctest.log" |
+    sed 's/^/device     /' >>"$summary"
   # A skip on this machine means the device is not usable (driver too old,
   # no kernel image for its architecture): a failure here.
   if grep -q -- '\*\*\*Skipped' "$logs/ctest.log"; then
@@ -134,13 +153,17 @@ if want tests; then
     failed=1
   fi
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-  if [ -n "$cs" ]; then
+  if [ "$soft" = 1 ]; then
+    note "memcheck   not run: SOFTCUDA=1 (compute-sanitizer needs a GPU; the CI's softcuda build runs these tests under ASan and UBSan instead)"
+  elif [ -n "$cs" ]; then
     step memcheck "$cs" --tool memcheck --leak-check full --error-exitcode 1 \
       "$test_bin"
   else
     note "memcheck   not run: no compute-sanitizer on PATH or in /usr/local/cuda/bin"
   fi
-  if [ "${SHARC_GPU_BIG:-1}" != 0 ]; then
+  if [ "$soft" = 1 ]; then
+    note "big        not run: SOFTCUDA=1 (6.5 GB of device memory to page through on the host)"
+  elif [ "${SHARC_GPU_BIG:-1}" != 0 ]; then
     step big "$test_bin" --big
   else
     note "big        not run (SHARC_GPU_BIG=0)"
@@ -152,6 +175,11 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
   # -n 10 -w 2: the staged path at 128 MiB takes tens of ms per call;
   # the runs together stay within a few minutes
   bargs=(all -b 8 -e 256M -f 4 -n 10 -w 2 -T 300 --mem cuda)
+  pbytes=256M
+  if [ "$soft" = 1 ]; then # the plumbing, not GPU speed: small and quick
+    bargs=(all -b 8 -e 16M -f 4 -n 3 -w 1 -T 120 --mem cuda)
+    pbytes=16M
+  fi
   for n in 2 4; do
     step "bench_cuda_n$n" timeout 150 "$run" -n "$n" --timeout 140 "$bench" \
       "${bargs[@]}" -J "$logs/bench_cuda_n$n.json"
@@ -160,11 +188,11 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
   # the difference it makes: all-reduce at 2 ranks, 1 MiB and up, twice
   for k in 1 2; do
     step "bench_cuda_nopipe_n2_$k" env SHARC_CUDA_PIPE_BYTES=0 timeout 90 \
-      "$run" -n 2 --timeout 80 "$bench" all_reduce -b 1M -e 256M -f 4 -n 10 \
-      -w 2 -T 300 --mem cuda -J "$logs/bench_cuda_nopipe_n2_$k.json"
+      "$run" -n 2 --timeout 80 "$bench" all_reduce -b 1M -e "$pbytes" -f 4 \
+      -n 10 -w 2 -T 300 --mem cuda -J "$logs/bench_cuda_nopipe_n2_$k.json"
     step "bench_cuda_pipe_n2_$k" timeout 90 "$run" -n 2 --timeout 80 \
-      "$bench" all_reduce -b 1M -e 256M -f 4 -n 10 -w 2 -T 300 --mem cuda \
-      -J "$logs/bench_cuda_pipe_n2_$k.json"
+      "$bench" all_reduce -b 1M -e "$pbytes" -f 4 -n 10 -w 2 -T 300 \
+      --mem cuda -J "$logs/bench_cuda_pipe_n2_$k.json"
   done
   # the CUDA IPC path (its target: 85% of the copy limit)
   for n in 2 4; do
@@ -173,7 +201,9 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
   done
   # NCCL: the system's libnccl.so.2, else the one of the nvidia-nccl Python
   # package (the GPU image has NCCL only there)
-  if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
+  if [ "$soft" = 1 ]; then
+    note "nccl       not run: SOFTCUDA=1 (NCCL needs a GPU)"
+  elif ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
     nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
     if [ -n "$nccl_lib" ] && [ -e "$nccl_lib/libnccl.so.2" ]; then
       export LD_LIBRARY_PATH=$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -182,9 +212,9 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
       note "nccl       no libnccl.so.2 found (ldconfig, python3 nvidia.nccl)"
     fi
   fi
-  optional bench_nccl_n1 timeout 60 "$run" -n 1 --timeout 50 "$bench" \
+  [ "$soft" = 1 ] || optional bench_nccl_n1 timeout 60 "$run" -n 1 --timeout 50 "$bench" \
     "${bargs[@]}" --backend nccl -J "$logs/bench_nccl_n1.json"
-  optional bench_nccl_cmp_n2 timeout 90 "$run" -n 2 --timeout 80 \
+  [ "$soft" = 1 ] || optional bench_nccl_cmp_n2 timeout 90 "$run" -n 2 --timeout 80 \
     "$bench" "${bargs[@]}" --compare nccl -J "$logs/bench_nccl_cmp_n2.json"
 elif want bench; then
   note "bench      not run (SHARC_GPU_BENCH=0)"

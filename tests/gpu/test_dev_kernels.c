@@ -577,6 +577,9 @@ int main(int argc, char **argv) {
   printf("test_dev_kernels: device %d of %d: %s (sm_%d%d, %d SMs)%s%s\n", dev,
          ndev, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
          order ? ", SOFTCUDA_GRID_ORDER=" : "", order ? order : "");
+  char ver[96];
+  kernel_dev_versions(ver, sizeof ver);
+  printf("test_dev_kernels: %s\n", ver);
 
   ctx_t c = {0};
   c.bytes = (MAX_N + 2 * GUARD) * 8;

@@ -171,6 +171,12 @@ int main(int argc, char **argv) {
   IS(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), cudaSuccess);
   uint32_t *flag = (uint32_t *)h;
   *flag = 0;
+  /* a wait on a word the device cannot reach (pageable memory) is refused,
+   * as the driver refuses an unmapped address */
+  uint32_t pageable_word = 0;
+  EXPECT(wait32(s, (CUdeviceptr)(uintptr_t)&pageable_word, 1,
+                CU_STREAM_WAIT_VALUE_GEQ) == CUDA_ERROR_INVALID_VALUE,
+         "wait32 on pageable memory accepted");
   EXPECT(wait32(s, (CUdeviceptr)(uintptr_t)flag, 2, CU_STREAM_WAIT_VALUE_GEQ) ==
              CUDA_SUCCESS,
          "wait32");

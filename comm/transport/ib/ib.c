@@ -37,7 +37,7 @@
  * Waiting. One progress thread per communicator blocks in poll() on the
  * completion channel (nonblocking: get the event, re-arm, then poll the
  * CQ empty, so no completion is missed), the device's async events (port
- * down, QP errors), an eventfd and the control sockets (ib_ctrl.c). It
+ * down, QP errors), an eventfd and the control sockets (../ctrl.c). It
  * rings the comm's doorbell when data arrives or space frees. No core
  * spins.
  *

@@ -38,15 +38,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CUDA_OK(call)                                                          \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) {                                                   \
-      fprintf(stderr, "FAIL %s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call,   \
-              cudaGetErrorName(e_), cudaGetErrorString(e_));                   \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "cuda_ok.h"
 
 static int passed, failed;
 

@@ -45,15 +45,7 @@
 #include "reduce.h"
 #include "sharc.h"
 
-#define CUDA_OK(call)                                                          \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) {                                                   \
-      fprintf(stderr, "FAIL %s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call,   \
-              cudaGetErrorName(e_), cudaGetErrorString(e_));                   \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "cuda_ok.h"
 
 /* n_failures counts failed cases; REPORT prints the first 40 lines. */
 static uint64_t n_cases, n_failures, n_nan_payload, n_reported;

@@ -177,8 +177,10 @@ static void init_once(void) {
     unsigned long long seed = strtoull(e, &end, 0);
     if (*end)
       sc_say("SOFTCUDA_JITTER=%s: want a seed (an integer); jitter off", e);
-    else
-      sc_state.jitter = 1, sc_state.jitter_seed = seed;
+    else {
+      sc_state.jitter = 1;
+      sc_state.jitter_seed = seed;
+    }
   }
   /* The real runtime loads the driver (libcuda.so.1) on its first call, and
    * sharc asks the loader whether it is there (devptr.c cuda_in_use):

@@ -54,6 +54,7 @@ if(SHARC_SOFTCUDA)
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda.c
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_mem.c
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_stream.c
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_graph.c
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_kernel.c)
   target_include_directories(softcuda
     PUBLIC ${SHARC_SOFTCUDA_INCLUDE_DIR}

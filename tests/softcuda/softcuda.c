@@ -38,21 +38,33 @@
  *    in one process are reference counted; opening in the creating process
  *    fails (cudaErrorDeviceUninitialized, "invalid device context", as
  *    CUDA);
- *  - errors: a sticky last error per thread, names and strings for every
- *    code returned here; a CUDA call from inside a host function
+ *  - errors: a last error per thread, names and strings for every code
+ *    returned here; a CUDA call from inside a host function
  *    (cudaLaunchHostFunc) fails with cudaErrorNotPermitted and a line on
- *    stderr (CUDA forbids it and may deadlock).
+ *    stderr (CUDA forbids it and may deadlock);
+ *  - faults: each operation's memory is checked again when it runs; memory
+ *    unmapped since it was queued (an IPC mapping closed under queued work)
+ *    is an illegal address, and, as after a fault on a GPU, the error is
+ *    sticky: every later call returns cudaErrorIllegalAddress and no
+ *    further work runs (cudaFree and cudaFreeHost synchronise first, as in
+ *    CUDA, so they cannot cause it);
+ *  - devices: a kernel launched on a stream of another device than the
+ *    current one, and an event recorded on a stream of another device than
+ *    the event's, are refused (cudaErrorInvalidResourceHandle); waits and
+ *    copies across devices are allowed, as in CUDA;
+ *  - stream capture and graphs (softcuda_graph.c): what is queued on a
+ *    capturing stream becomes a graph node, forks and joins through events,
+ *    and the calls capture forbids, refused with CUDA's errors; a launched
+ *    graph runs its nodes in capture order on the launch stream.
  *
  * What it does not model: real device memory (a "device" pointer is
  * readable by the host, so a host access to device memory goes unnoticed),
  * shared memory and barriers inside a kernel (its grid is serial), warps,
- * managed memory, cudaMallocAsync
- * pools, graphs and stream capture (cudaStreamIsCapturing says none),
- * priorities, peer access limits, context-corrupting (sticky) errors,
- * per-thread default streams (cudaStreamPerThread is the legacy stream
- * here), and timing (copies run at memcpy speed). cudaMemcpyAsync is always
- * asynchronous, also for pageable memory (CUDA may be synchronous there):
- * the stricter order.
+ * managed memory, cudaMallocAsync pools, graphs built node by node,
+ * priorities, peer access limits, per-thread default streams
+ * (cudaStreamPerThread is the legacy stream here), and timing (copies run
+ * at memcpy speed). cudaMemcpyAsync is always asynchronous, also for
+ * pageable memory (CUDA may be synchronous there): the stricter order.
  *
  * Files: softcuda.c (errors, process state, devices, the driver entry point
  * lookup), softcuda_mem.c (allocations, pointer attributes, copies and
@@ -105,6 +117,27 @@
   X(cudaErrorIllegalAddress, "an illegal memory access was encountered")       \
   X(cudaErrorNotPermitted, "operation not permitted")                          \
   X(cudaErrorNotSupported, "operation not supported")                          \
+  X(cudaErrorIllegalState, "the resource is in an illegal state")              \
+  X(cudaErrorStreamCaptureUnsupported,                                         \
+    "operation not permitted when stream is capturing")                        \
+  X(cudaErrorStreamCaptureInvalidated,                                         \
+    "operation failed due to a previous error during capture")                 \
+  X(cudaErrorStreamCaptureMerge,                                               \
+    "operation would result in a merge of separate capture sequences")         \
+  X(cudaErrorStreamCaptureUnmatched,                                           \
+    "capture was not ended in the same stream as it began")                    \
+  X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")      \
+  X(cudaErrorStreamCaptureIsolation,                                           \
+    "dependency created on uncaptured work in another stream")                 \
+  X(cudaErrorStreamCaptureImplicit,                                            \
+    "operation would make the legacy stream depend on a capturing blocking "   \
+    "stream")                                                                  \
+  X(cudaErrorCapturedEvent,                                                    \
+    "operation not permitted on an event last recorded in a capturing "        \
+    "stream")                                                                  \
+  X(cudaErrorStreamCaptureWrongThread,                                         \
+    "attempt to terminate a thread-local capture sequence from another "       \
+    "thread")                                                                  \
   X(cudaErrorUnknown, "unknown error")
 
 static _Thread_local cudaError_t last_error;
@@ -198,6 +231,9 @@ static void init_once(void) {
 /* Every API call starts here. */
 cudaError_t sc_enter(const char *fn) {
   pthread_once(&sc_state.once, init_once);
+  cudaError_t sticky = __atomic_load_n(&sc_state.sticky, __ATOMIC_ACQUIRE);
+  if (sticky != cudaSuccess)
+    return sticky; /* a fault lost the context */
   if (sc_in_host_fn) {
     sc_say("%s called from a host function (cudaLaunchHostFunc); CUDA forbids "
            "CUDA calls there: cudaErrorNotPermitted",
@@ -217,13 +253,24 @@ cudaError_t sc_enter_dev(const char *fn) {
 
 /* ---- errors API --------------------------------------------------------- */
 
+/* After a fault the error stays: it is sticky, as on a GPU. */
+static cudaError_t sticky_error(void) {
+  return __atomic_load_n(&sc_state.sticky, __ATOMIC_ACQUIRE);
+}
+
+cudaError_t sc_sticky_or(cudaError_t e) {
+  return sticky_error() != cudaSuccess ? sticky_error() : e;
+}
+
 cudaError_t cudaGetLastError(void) {
   cudaError_t e = last_error;
   last_error = cudaSuccess;
-  return e;
+  return sticky_error() != cudaSuccess ? sticky_error() : e;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return last_error; }
+cudaError_t cudaPeekAtLastError(void) {
+  return sticky_error() != cudaSuccess ? sticky_error() : last_error;
+}
 
 const char *cudaGetErrorName(cudaError_t error) {
 #define SC_NAME(code, msg)                                                     \
@@ -388,10 +435,11 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr,
 
 cudaError_t cudaDeviceSynchronize(void) {
   ENTER_DEV();
+  UNSAFE_IN_CAPTURE();
   pthread_mutex_lock(&sc_state.lock);
   sc_wait_all(sc_cur_dev);
   pthread_mutex_unlock(&sc_state.lock);
-  return cudaSuccess;
+  return sc_fail(sc_sticky_or(cudaSuccess));
 }
 
 /* ---- the driver entry points ------------------------------------------- */

@@ -9,7 +9,9 @@
  *    events, the driver's stream memory operations;
  *  - softcuda_kernel.c: kernel launches (softcuda_launch.h): the project's
  *    device code, compiled as host C++ through cuda_host.h, run grid by
- *    grid on the stream's worker.
+ *    grid on the stream's worker;
+ *  - softcuda_graph.c: stream capture into CUDA graphs, what capture
+ *    forbids, and graph launch.
  *
  * Every file includes this header first: it includes the CUDA headers
  * under default visibility, which is what keeps the CUDA API exported
@@ -47,6 +49,10 @@ void sc_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Records e as this thread's last error (cudaErrorNotReady is a status, not
  * an error, in CUDA too) and returns it. */
 cudaError_t sc_fail(cudaError_t e);
+
+/* e, or the fault that lost the context (a wait just ended: the work it
+ * waited for may have faulted). */
+cudaError_t sc_sticky_or(cudaError_t e);
 
 /* Every API call starts here: initializes once, refuses calls from host
  * functions. sc_enter_dev also refuses when there is no device. */
@@ -106,6 +112,7 @@ typedef struct op {
       void *dst;
       const void *src;
       size_t width, height, dpitch, spitch;
+      int dk, sk; /* sc_mem_kind of dst and src when queued */
     } copy;
     struct {
       void *dst;
@@ -129,6 +136,9 @@ typedef struct op {
       void (*release)(void *ctx);
       void *ctx;
       int reverse;
+      const void **ptrs; /* its pointer arguments, checked again at run */
+      int nptrs;
+      int borrowed; /* a graph launch's copy: ctx and ptrs are the graph's */
     } kern;
   } u;
 } op_t;
@@ -144,6 +154,9 @@ struct CUstream_st {
   op_t *head, *tail;
   uint64_t queued, done; /* sequence numbers */
   uint64_t rng;          /* SOFTCUDA_JITTER: this stream's delays (worker) */
+  struct capture *cap;   /* the capture sequence it belongs to, or NULL */
+  size_t cap_last;       /* nodes of cap when this stream last added one */
+  size_t cap_joined;     /* nodes of cap that its origin has waited for */
 };
 typedef struct CUstream_st stream_t;
 
@@ -156,6 +169,9 @@ struct CUevent_st {
   uint64_t sid, seq; /* the last record */
   int timed;         /* t is that record's time */
   struct timespec t;
+  uint64_t cap_id;  /* last recorded in that capture sequence (0: none) */
+  uint64_t cap_sid; /* the stream it was recorded on then */
+  size_t cap_pos;   /* the capture's node count at that record */
 };
 typedef struct CUevent_st event_t;
 
@@ -188,9 +204,54 @@ typedef struct {
   stream_t *legacy[MAX_DEVICES];
   event_t *events;
   range_t *ranges;
+  struct capture *captures; /* the capture sequences in progress */
+  int running;              /* operations running on workers (their
+                               memory checked) */
+  cudaError_t sticky;       /* a fault: every later call fails with it */
 } sc_state_t;
 
 extern sc_state_t sc_state;
+
+/* ---- stream capture (softcuda_graph.c; lock held unless said) ---------- */
+
+typedef struct capture {
+  struct capture *next;
+  uint64_t id;
+  stream_t *origin;
+  pthread_t thread; /* that began it */
+  int mode;         /* enum cudaStreamCaptureMode */
+  int invalid;      /* a rule was broken: ends with no graph */
+  struct CUgraph_st *graph;
+} capture_t;
+
+/* The capture sequence with that id, if in progress. */
+capture_t *sc_capture_find(uint64_t id);
+
+/* Stops the capture sequence (an error broke a rule). */
+void sc_capture_invalidate(capture_t *c, const char *why);
+
+/* How many nodes c's graph has so far. */
+size_t sc_capture_nodes(const capture_t *c);
+
+/* Adds op (taken) to s's capture sequence instead of running it. */
+cudaError_t sc_capture_add(stream_t *s, op_t *op);
+
+/* A blocking stream of device dev is capturing: the legacy stream may not
+ * be used (cudaErrorStreamCaptureImplicit); invalidates those sequences. */
+cudaError_t sc_capture_implicit(int dev, const char *fn);
+
+/* fn is a potentially unsafe call (cudaMalloc, a synchronous copy, device
+ * synchronisation...): cudaErrorStreamCaptureUnsupported while a capture
+ * sequence forbids it to this thread (cudaThreadExchangeStreamCaptureMode);
+ * the sequences that forbid it are invalidated. Lock not held. */
+cudaError_t sc_capture_unsafe(const char *fn);
+
+#define UNSAFE_IN_CAPTURE()                                                    \
+  do {                                                                         \
+    cudaError_t e_ = sc_capture_unsafe(__func__);                              \
+    if (e_ != cudaSuccess)                                                     \
+      return e_;                                                               \
+  } while (0)
 
 /* ---- the allocation table (softcuda_mem.c; lock held) ------------------- */
 
@@ -205,6 +266,10 @@ const char *sc_mem_name(int k);
  * pinned (mapped) host memory, [p, p + n) inside its allocation. */
 cudaError_t sc_check_dev_side(const char *fn, const char *what, const void *p,
                               size_t n);
+
+/* An operation queued on a stream may use [p, p + n) as it did when it was
+ * queued: k, what sc_mem_kind said then, and nothing was freed since. */
+int sc_mem_still(const void *p, size_t n, int k);
 
 /* cuMemGetAddressRange, through the entry point table. */
 /* cuPointerGetAttribute: CU_POINTER_ATTRIBUTE_BUFFER_ID only (the

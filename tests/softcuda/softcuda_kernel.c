@@ -85,6 +85,15 @@ cudaError_t softcuda_launch(const void *func, dim3 grid, dim3 block,
   o->u.kern.release = release;
   o->u.kern.ctx = ctx;
   o->u.kern.reverse = grid_reverse();
+  if (nptrs > 0) {
+    o->u.kern.ptrs = malloc((size_t)nptrs * sizeof *o->u.kern.ptrs);
+    if (!o->u.kern.ptrs) {
+      sc_op_free(o); /* releases ctx */
+      return sc_fail(cudaErrorMemoryAllocation);
+    }
+    memcpy(o->u.kern.ptrs, ptrs, (size_t)nptrs * sizeof *ptrs);
+    o->u.kern.nptrs = nptrs;
+  }
   pthread_mutex_lock(&sc_state.lock);
   stream_t *s = NULL;
   e = sc_resolve(stream, &s);

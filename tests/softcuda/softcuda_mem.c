@@ -70,6 +70,10 @@ int sc_mem_kind(const void *p, size_t n) {
   return r->kind == R_HOST ? M_HOST : M_DEVICE;
 }
 
+int sc_mem_still(const void *p, size_t n, int k) {
+  return (k != M_DEVICE && k != M_HOST) || sc_mem_kind(p, n) == k;
+}
+
 const char *sc_mem_name(int k) {
   static const char *const names[] = {"unregistered host memory",
                                       "device memory", "pinned host memory",
@@ -106,6 +110,7 @@ static size_t page_round(size_t n) {
 
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
   ENTER_DEV();
+  UNSAFE_IN_CAPTURE();
   if (!devPtr)
     return sc_fail(cudaErrorInvalidValue);
   *devPtr = NULL;
@@ -143,6 +148,7 @@ cudaError_t cudaFree(void *devPtr) {
   ENTER();
   if (!devPtr)
     return cudaSuccess;
+  UNSAFE_IN_CAPTURE();
   pthread_mutex_lock(&sc_state.lock);
   sc_wait_all(-1); /* cudaFree synchronizes */
   range_t *r = range_find(devPtr);
@@ -161,6 +167,7 @@ cudaError_t cudaFree(void *devPtr) {
 
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
   ENTER_DEV();
+  UNSAFE_IN_CAPTURE();
   if (!pHost ||
       (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped |
                            cudaHostAllocWriteCombined)))
@@ -196,6 +203,7 @@ cudaError_t cudaFreeHost(void *ptr) {
   ENTER();
   if (!ptr)
     return cudaSuccess;
+  UNSAFE_IN_CAPTURE();
   pthread_mutex_lock(&sc_state.lock);
   sc_wait_all(-1); /* like cudaFree, it synchronizes */
   range_t *r = range_find(ptr);
@@ -345,8 +353,10 @@ static cudaError_t queue_checked(cudaError_t check, op_t *op,
   }
   stream_t *s = NULL;
   cudaError_t e = sc_enqueue(sync ? NULL : stream, op, &s);
-  if (e == cudaSuccess && sync)
+  if (e == cudaSuccess && sync) {
     sc_wait_stream(s);
+    e = sc_sticky_or(e);
+  }
   return e;
 }
 
@@ -355,6 +365,8 @@ static cudaError_t copy_2d(const char *fn, void *dst, size_t dpitch,
                            size_t height, enum cudaMemcpyKind kind,
                            cudaStream_t stream, int sync) {
   cudaError_t e = sc_enter_dev(fn);
+  if (e == cudaSuccess && sync)
+    e = sc_capture_unsafe(fn);
   if (e != cudaSuccess)
     return sc_fail(e);
   if (width > dpitch || width > spitch)
@@ -374,6 +386,8 @@ static cudaError_t copy_2d(const char *fn, void *dst, size_t dpitch,
   op->u.copy.dpitch = dpitch;
   op->u.copy.spitch = spitch;
   pthread_mutex_lock(&sc_state.lock);
+  op->u.copy.dk = sc_mem_kind(dst, dext);
+  op->u.copy.sk = sc_mem_kind(src, sext);
   e = queue_checked(check_copy(fn, dst, dext, src, sext, kind), op, stream,
                     sync);
   pthread_mutex_unlock(&sc_state.lock);
@@ -400,6 +414,8 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
 static cudaError_t memset_op(const char *fn, void *dst, int value, size_t count,
                              cudaStream_t stream, int sync) {
   cudaError_t e = sc_enter_dev(fn);
+  if (e == cudaSuccess && sync)
+    e = sc_capture_unsafe(fn);
   if (e != cudaSuccess)
     return sc_fail(e);
   if (count == 0)
@@ -528,6 +544,10 @@ cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
     return cudaSuccess;
   }
   range_unlink(r);
+  /* Work queued earlier that uses the mapping faults when it runs (its
+   * memory check); work running now finishes before the unmap. */
+  while (sc_state.running)
+    pthread_cond_wait(&sc_state.done, &sc_state.lock);
   pthread_mutex_unlock(&sc_state.lock);
   munmap((void *)r->base, r->map_size);
   free(r);

@@ -42,8 +42,11 @@ static int add_dep(op_t *op, uint64_t sid, uint64_t seq) {
 }
 
 void sc_op_free(op_t *op) {
-  if (op->kind == OP_KERNEL && op->u.kern.release)
-    op->u.kern.release(op->u.kern.ctx);
+  if (op->kind == OP_KERNEL && !op->u.kern.borrowed) {
+    if (op->u.kern.release)
+      op->u.kern.release(op->u.kern.ctx);
+    free(op->u.kern.ptrs);
+  }
   free(op->deps);
   free(op);
 }
@@ -103,6 +106,56 @@ static void jitter_copy(stream_t *s, uint8_t *d, const uint8_t *src,
   }
 }
 
+/* ---- memory checks at run time (lock held) ------------------------------
+ * An operation was checked when it was queued; memory freed or unmapped
+ * since (an IPC mapping closed while work on it was queued) makes a GPU
+ * fault when the work runs: an illegal address, and the context is lost. */
+
+static int dev_side(const void *p, size_t n) {
+  int k = sc_mem_kind(p, n);
+  return k == M_DEVICE || k == M_HOST;
+}
+
+/* NULL, or what op touches that is no longer there. */
+static const char *op_memory_gone(const op_t *op) {
+  switch (op->kind) {
+  case OP_COPY: {
+    size_t w = op->u.copy.width, h = op->u.copy.height;
+    if (!w || !h)
+      return NULL;
+    if (!sc_mem_still(op->u.copy.dst, op->u.copy.dpitch * (h - 1) + w,
+                      op->u.copy.dk))
+      return "a copy's destination";
+    if (!sc_mem_still(op->u.copy.src, op->u.copy.spitch * (h - 1) + w,
+                      op->u.copy.sk))
+      return "a copy's source";
+    return NULL;
+  }
+  case OP_SET:
+    return dev_side(op->u.set.dst, op->u.set.bytes) ? NULL : "a memset";
+  case OP_WAIT32:
+  case OP_WRITE32:
+    return dev_side(op->u.v32.addr, 4) ? NULL : "a stream memory operation";
+  case OP_KERNEL:
+    for (int i = 0; i < op->u.kern.nptrs; i++)
+      if (op->u.kern.ptrs[i] && !dev_side(op->u.kern.ptrs[i], 1))
+        return "a kernel's pointer argument";
+    return NULL;
+  default:
+    return NULL;
+  }
+}
+
+/* The fault: every later call fails with cudaErrorIllegalAddress. */
+static void fault(const char *what) {
+  if (!sc_state.sticky)
+    sc_say("%s touches memory freed or unmapped after it was queued: "
+           "cudaErrorIllegalAddress; the context is unusable from now on, "
+           "as after a fault on a GPU",
+           what);
+  __atomic_store_n(&sc_state.sticky, cudaErrorIllegalAddress, __ATOMIC_RELEASE);
+}
+
 static void *worker(void *arg) {
   stream_t *s = arg;
   sc_cur_dev = s->device; /* host functions see the stream's device */
@@ -114,11 +167,20 @@ static void *worker(void *arg) {
     if (!op)
       break;
     wait_deps(op->deps, op->ndeps);
+    const char *gone = op_memory_gone(op);
+    int run = !gone && !sc_state.sticky; /* after a fault nothing runs */
+    if (gone)
+      fault(gone);
+    /* a wait may last: it checks its word at every poll instead */
+    int held = run && op->kind != OP_WAIT32;
+    sc_state.running += held;
     pthread_mutex_unlock(&sc_state.lock);
     jitter_pause(s); /* independent streams interleave at random */
-    run_op(s, op);
+    if (run)
+      run_op(s, op);
     jitter_pause(s); /* completion comes later than the effects */
     pthread_mutex_lock(&sc_state.lock);
+    sc_state.running -= held;
     s->head = op->next;
     if (!s->head)
       s->tail = NULL;
@@ -189,10 +251,18 @@ cudaError_t sc_resolve(cudaStream_t h, stream_t **out) {
   return cudaErrorInvalidResourceHandle;
 }
 
-/* Queues op on s, after the legacy-stream dependencies; takes op. */
+/* Queues op on s, after the legacy-stream dependencies; takes op. A
+ * capturing stream adds it to its graph instead. */
 cudaError_t sc_submit(stream_t *s, op_t *op) {
+  if (s->cap)
+    return sc_capture_add(s, op);
   int bad = 0;
   if (s->legacy) {
+    cudaError_t e = sc_capture_implicit(s->device, "an operation");
+    if (e != cudaSuccess) {
+      sc_op_free(op);
+      return e;
+    }
     for (stream_t *t = sc_state.streams; t; t = t->next)
       if (t != s && t->device == s->device && !t->legacy &&
           !(t->flags & cudaStreamNonBlocking) && t->done < t->queued)
@@ -318,8 +388,17 @@ static void run_op(stream_t *s, op_t *op) {
   }
   case OP_WAIT32: {
     unsigned us = 20;
-    while (!wait32_met(__atomic_load_n(op->u.v32.addr, __ATOMIC_ACQUIRE),
-                       op->u.v32.value, op->u.v32.flags)) {
+    for (;;) {
+      pthread_mutex_lock(&sc_state.lock);
+      int there = dev_side(op->u.v32.addr, 4);
+      uint32_t v =
+          there ? __atomic_load_n(op->u.v32.addr, __ATOMIC_ACQUIRE) : 0;
+      if (!there)
+        fault("cuStreamWaitValue32");
+      int stop = !there || sc_state.sticky;
+      pthread_mutex_unlock(&sc_state.lock);
+      if (stop || wait32_met(v, op->u.v32.value, op->u.v32.flags))
+        break;
       sleep_us(us);
       if (us < sc_state.poll_max_us)
         us = us * 2 < sc_state.poll_max_us ? us * 2 : sc_state.poll_max_us;
@@ -381,19 +460,32 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
+/* Synchronising or querying a capturing stream breaks its capture. */
+static cudaError_t not_capturing(stream_t *s, const char *fn) {
+  if (!s->cap)
+    return cudaSuccess;
+  sc_capture_invalidate(s->cap, fn);
+  REFUSE(cudaErrorStreamCaptureUnsupported,
+         "%s: the stream is being captured into a CUDA graph", fn);
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   ENTER_DEV();
   pthread_mutex_lock(&sc_state.lock);
   stream_t *s = NULL;
   cudaError_t e = sc_resolve(stream, &s);
+  if (e == cudaSuccess)
+    e = not_capturing(s, __func__);
   if (e == cudaSuccess && s->legacy) {
     /* the legacy stream also waits for the blocking streams: a marker on
      * it carries those dependencies */
     op_t *op = sc_op_new(OP_NOP);
     e = op ? sc_submit(s, op) : cudaErrorMemoryAllocation;
   }
-  if (e == cudaSuccess)
+  if (e == cudaSuccess) {
     sc_wait_stream(s);
+    e = sc_sticky_or(e);
+  }
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);
 }
@@ -403,24 +495,13 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   pthread_mutex_lock(&sc_state.lock);
   stream_t *s = NULL;
   cudaError_t e = sc_resolve(stream, &s);
+  if (e == cudaSuccess)
+    e = not_capturing(s, __func__);
+  if (e == cudaSuccess && s->legacy)
+    e = sc_capture_implicit(s->device, __func__);
   if (e == cudaSuccess && s->done < s->queued)
     e = cudaErrorNotReady;
   pthread_mutex_unlock(&sc_state.lock);
-  return sc_fail(e);
-}
-
-cudaError_t
-cudaStreamIsCapturing(cudaStream_t stream,
-                      enum cudaStreamCaptureStatus *pCaptureStatus) {
-  ENTER_DEV();
-  if (!pCaptureStatus)
-    return sc_fail(cudaErrorInvalidValue);
-  pthread_mutex_lock(&sc_state.lock);
-  stream_t *s = NULL;
-  cudaError_t e = sc_resolve(stream, &s);
-  pthread_mutex_unlock(&sc_state.lock);
-  if (e == cudaSuccess)
-    *pCaptureStatus = cudaStreamCaptureStatusNone;
   return sc_fail(e);
 }
 
@@ -460,6 +541,17 @@ static event_t *event_find(cudaEvent_t h) {
     if (ev == h)
       return ev;
   return NULL;
+}
+
+/* ev, unless it was last recorded in a capture still in progress (it has
+ * no completion to wait for or time: cudaErrorCapturedEvent). */
+static cudaError_t event_usable(const event_t *ev, const char *fn) {
+  if (!ev)
+    return cudaErrorInvalidResourceHandle;
+  if (!sc_capture_find(ev->cap_id))
+    return cudaSuccess;
+  REFUSE(cudaErrorCapturedEvent,
+         "%s: the event was last recorded in a stream being captured", fn);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
@@ -522,6 +614,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
              ev->device, s->device);
     e = cudaErrorInvalidResourceHandle;
   }
+  if (e == cudaSuccess && s->cap) {
+    /* a position in the capture: what a wait for it forks or joins */
+    if (s->cap->invalid) {
+      e = cudaErrorStreamCaptureInvalidated;
+    } else {
+      ev->cap_id = s->cap->id;
+      ev->cap_sid = s->id;
+      ev->cap_pos = sc_capture_nodes(s->cap);
+      ev->recorded = 0;
+    }
+    pthread_mutex_unlock(&sc_state.lock);
+    return sc_fail(e);
+  }
   op_t *op = e == cudaSuccess ? sc_op_new(OP_RECORD) : NULL;
   if (e == cudaSuccess && !op)
     e = cudaErrorMemoryAllocation;
@@ -534,6 +639,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     ev->sid = s->id;
     ev->seq = s->queued;
     ev->timed = 0;
+    ev->cap_id = 0;
   }
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);
@@ -543,20 +649,22 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   ENTER_DEV();
   pthread_mutex_lock(&sc_state.lock);
   event_t *ev = event_find(event);
-  if (ev && ev->recorded) {
+  cudaError_t e = event_usable(ev, __func__);
+  if (e == cudaSuccess && ev->recorded) {
     dep_t d = {ev->sid, ev->seq};
     wait_deps(&d, 1);
+    e = sc_sticky_or(e);
   }
   pthread_mutex_unlock(&sc_state.lock);
-  return ev ? cudaSuccess : sc_fail(cudaErrorInvalidResourceHandle);
+  return sc_fail(e);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   ENTER_DEV();
   pthread_mutex_lock(&sc_state.lock);
   event_t *ev = event_find(event);
-  cudaError_t e = cudaErrorInvalidResourceHandle;
-  if (ev) {
+  cudaError_t e = event_usable(ev, __func__);
+  if (e == cudaSuccess) {
     dep_t d = {ev->sid, ev->seq};
     e = !ev->recorded || dep_done(&d) ? cudaSuccess : cudaErrorNotReady;
   }
@@ -571,9 +679,12 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
     return sc_fail(cudaErrorInvalidValue);
   pthread_mutex_lock(&sc_state.lock);
   event_t *a = event_find(start), *b = event_find(end);
-  cudaError_t e = cudaSuccess;
-  if (!a || !b || !a->recorded || !b->recorded ||
-      ((a->flags | b->flags) & cudaEventDisableTiming)) {
+  cudaError_t e = event_usable(a, __func__);
+  if (e == cudaSuccess)
+    e = event_usable(b, __func__);
+  if (e != cudaSuccess) {
+  } else if (!a->recorded || !b->recorded ||
+             ((a->flags | b->flags) & cudaEventDisableTiming)) {
     e = cudaErrorInvalidResourceHandle;
   } else {
     dep_t da = {a->sid, a->seq}, db = {b->sid, b->seq};
@@ -587,6 +698,37 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
   return sc_fail(e);
 }
 
+/* Lock held: stream s waits for event ev while s is capturing or ev was
+ * last recorded in capture c (in progress). */
+static cudaError_t capture_wait(stream_t *s, event_t *ev, capture_t *c) {
+  if (c && !s->cap && !s->legacy) { /* a fork: s joins the capture */
+    s->cap = c;
+    s->cap_last = s->cap_joined = 0;
+    return cudaSuccess;
+  }
+  if (c && s->cap == c) { /* a join (or an order inside the capture) */
+    stream_t *from = stream_by_id(ev->cap_sid);
+    if (from && from->cap_joined < ev->cap_pos)
+      from->cap_joined = ev->cap_pos;
+    return c->invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+  }
+  if (c && s->legacy)
+    return sc_capture_implicit(s->device, "cudaStreamWaitEvent");
+  if (c) {
+    sc_capture_invalidate(c, "merged with another capture");
+    sc_capture_invalidate(s->cap, "merged with another capture");
+    REFUSE(cudaErrorStreamCaptureMerge,
+           "cudaStreamWaitEvent: the event and the stream belong to two "
+           "different capture sequences");
+  }
+  if (!ev->recorded) /* never recorded: complete, nothing to wait for */
+    return s->cap->invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+  sc_capture_invalidate(s->cap, "waited for work outside the capture");
+  REFUSE(cudaErrorStreamCaptureIsolation,
+         "cudaStreamWaitEvent: a capturing stream waits for an event recorded "
+         "outside the capture (only in-stream order may cross its boundary)");
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                 unsigned int flags) {
   ENTER_DEV();
@@ -594,15 +736,23 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
     return sc_fail(cudaErrorInvalidValue);
   pthread_mutex_lock(&sc_state.lock);
   event_t *ev = event_find(event);
-  cudaError_t e = cudaErrorInvalidResourceHandle;
-  if (ev) {
+  stream_t *s = NULL;
+  cudaError_t e = ev ? sc_resolve(stream, &s) : cudaErrorInvalidResourceHandle;
+  capture_t *c = ev && e == cudaSuccess ? sc_capture_find(ev->cap_id) : NULL;
+  if (e == cudaSuccess && (c || s->cap) && (flags & 1u)) {
+    sc_say("cudaStreamWaitEvent: cudaEventWaitExternal in a capture is not "
+           "modelled");
+    e = cudaErrorNotSupported;
+  } else if (e == cudaSuccess && (c || s->cap)) {
+    e = capture_wait(s, ev, c);
+  } else if (e == cudaSuccess) {
     op_t *op = sc_op_new(OP_NOP);
     /* the record as of now; an event never recorded is complete */
     if (op && ev->recorded && add_dep(op, ev->sid, ev->seq)) {
       sc_op_free(op);
       op = NULL;
     }
-    e = sc_enqueue(stream, op, NULL);
+    e = op ? sc_submit(s, op) : cudaErrorMemoryAllocation;
   }
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);

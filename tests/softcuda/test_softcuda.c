@@ -4,11 +4,14 @@
  * the legacy stream's implicit waits, events, sticky last errors, host
  * functions that call CUDA, kernel launches (softcuda_launch: refused as a
  * GPU refuses them, run in order on the stream, their arguments released),
- * and CUDA IPC between two processes (this program re-executed with
- * --child HANDLE).
+ * CUDA IPC between two processes (this program re-executed with --child
+ * HANDLE), stream capture into graphs and what capture forbids, streams and
+ * events of another device (--devices, under SOFTCUDA_DEVICES=2), and work
+ * whose memory goes away before it runs (--freed HANDLE: a fault, sticky).
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,12 +95,322 @@ static void call_cuda(void *arg) {
   *(cudaError_t *)arg = cudaDeviceSynchronize();
 }
 
+static void count_fn(void *arg) { (*(int *)arg)++; }
+
+/* ---- stream capture ------------------------------------------------------ */
+
+static cudaStream_t cap_stream;
+
+/* Ends cap_stream's capture expecting want; a graph only on success. */
+static void end_capture(cudaError_t want, const char *what) {
+  cudaGraph_t g = (cudaGraph_t)1;
+  cudaError_t e = cudaStreamEndCapture(cap_stream, &g);
+  (void)cudaGetLastError();
+  EXPECT(e == want, "%s: end capture: got %s", what, cudaGetErrorName(e));
+  EXPECT((e == cudaSuccess) == (g != NULL), "%s: graph %p", what, (void *)g);
+  if (g)
+    IS(cudaGraphDestroy(g), cudaSuccess);
+}
+
+static void *malloc_thread(void *arg) {
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, 64);
+  (void)cudaGetLastError();
+  if (e == cudaSuccess)
+    cudaFree(p);
+  *(cudaError_t *)arg = e;
+  return NULL;
+}
+
+/* cudaMalloc from another thread, as it fares while this one captures. */
+static cudaError_t malloc_elsewhere(void) {
+  cudaError_t e = cudaErrorUnknown;
+  pthread_t t;
+  pthread_create(&t, NULL, malloc_thread, &e);
+  pthread_join(t, NULL);
+  return e;
+}
+
+static void *end_thread(void *arg) {
+  cudaGraph_t g = NULL;
+  *(cudaError_t *)arg = cudaStreamEndCapture(cap_stream, &g);
+  (void)cudaGetLastError();
+  return NULL;
+}
+
+/* What capture forbids, one rule at a time; each broken rule ends the
+ * capture with cudaErrorStreamCaptureInvalidated unless said. */
+static void test_capture_refusals(cudaStream_t s, void *dev, void *pinned) {
+  cudaStream_t s3, nb;
+  cudaEvent_t ev, out;
+  enum cudaStreamCaptureStatus st;
+  IS(cudaStreamCreate(&s3), cudaSuccess);
+  IS(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), cudaSuccess);
+  IS(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+  IS(cudaEventCreateWithFlags(&out, cudaEventDisableTiming), cudaSuccess);
+  cap_stream = s;
+
+  IS(cudaStreamBeginCapture(NULL, cudaStreamCaptureModeGlobal),
+     cudaErrorStreamCaptureUnsupported);
+  IS(cudaStreamBeginCapture(s, (enum cudaStreamCaptureMode)7),
+     cudaErrorInvalidValue);
+  IS(cudaStreamEndCapture(s, (cudaGraph_t[1]){0}), cudaErrorIllegalState);
+
+  /* synchronising or querying the capturing stream */
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal),
+     cudaErrorIllegalState);
+  IS(cudaStreamIsCapturing(s, &st), cudaSuccess);
+  EXPECT(st == cudaStreamCaptureStatusActive, "status %d", (int)st);
+  IS(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+  IS(cudaStreamIsCapturing(s, &st), cudaSuccess);
+  EXPECT(st == cudaStreamCaptureStatusInvalidated, "status %d", (int)st);
+  IS(cudaMemsetAsync(dev, 0, 8, s), cudaErrorStreamCaptureInvalidated);
+  end_capture(cudaErrorStreamCaptureInvalidated, "synchronize");
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaStreamQuery(s), cudaErrorStreamCaptureUnsupported);
+  end_capture(cudaErrorStreamCaptureInvalidated, "query");
+
+  /* the legacy stream while a blocking stream captures; not while only a
+   * non-blocking one does */
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaMemsetAsync(pinned, 0, 8, NULL), cudaErrorStreamCaptureImplicit);
+  end_capture(cudaErrorStreamCaptureInvalidated, "legacy stream");
+  cap_stream = nb;
+  IS(cudaStreamBeginCapture(nb, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaMemsetAsync(pinned, 0, 8, NULL), cudaSuccess);
+  IS(cudaStreamIsCapturing(NULL, &st), cudaSuccess);
+  EXPECT(st == cudaStreamCaptureStatusNone, "legacy status %d", (int)st);
+  end_capture(cudaSuccess, "legacy stream, non-blocking capture");
+  cap_stream = s;
+
+  /* potentially unsafe calls, by mode */
+  void *p = NULL;
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaMalloc(&p, 64), cudaErrorStreamCaptureUnsupported);
+  end_capture(cudaErrorStreamCaptureInvalidated, "cudaMalloc, global");
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT(malloc_elsewhere() == cudaErrorStreamCaptureUnsupported,
+         "cudaMalloc in another thread during a global capture");
+  end_capture(cudaErrorStreamCaptureInvalidated, "cudaMalloc elsewhere");
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaMemcpy(pinned, dev, 8, cudaMemcpyDeviceToHost),
+     cudaErrorStreamCaptureUnsupported);
+  end_capture(cudaErrorStreamCaptureInvalidated, "synchronous copy");
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaDeviceSynchronize(), cudaErrorStreamCaptureUnsupported);
+  end_capture(cudaErrorStreamCaptureInvalidated, "device synchronize");
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  EXPECT(malloc_elsewhere() == cudaSuccess,
+         "cudaMalloc in another thread during a thread-local capture");
+  IS(cudaMalloc(&p, 64), cudaErrorStreamCaptureUnsupported);
+  end_capture(cudaErrorStreamCaptureInvalidated, "cudaMalloc, thread-local");
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+  IS(cudaThreadExchangeStreamCaptureMode(&m), cudaSuccess);
+  EXPECT(m == cudaStreamCaptureModeGlobal, "old mode %d", (int)m);
+  IS(cudaMalloc(&p, 64), cudaSuccess); /* relaxed: allowed */
+  IS(cudaThreadExchangeStreamCaptureMode(&m), cudaSuccess);
+  end_capture(cudaSuccess, "cudaMalloc, relaxed thread");
+  IS(cudaFree(p), cudaSuccess);
+
+  /* events recorded in a capture; waits across its boundary */
+  IS(cudaEventRecord(out, nb), cudaSuccess);
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaEventRecord(ev, s), cudaSuccess);
+  IS(cudaEventQuery(ev), cudaErrorCapturedEvent);
+  IS(cudaEventSynchronize(ev), cudaErrorCapturedEvent);
+  IS(cudaStreamWaitEvent(s, out, 0), cudaErrorStreamCaptureIsolation);
+  end_capture(cudaErrorStreamCaptureInvalidated, "isolation");
+  IS(cudaEventQuery(ev), cudaSuccess); /* the capture is over */
+
+  /* forks must be joined; the capture ends where it began, in the thread
+   * that began it */
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaEventRecord(ev, s), cudaSuccess);
+  IS(cudaStreamWaitEvent(s3, ev, 0), cudaSuccess); /* fork */
+  IS(cudaStreamIsCapturing(s3, &st), cudaSuccess);
+  EXPECT(st == cudaStreamCaptureStatusActive, "forked status %d", (int)st);
+  IS(cudaMemsetAsync(dev, 1, 8, s3), cudaSuccess);
+  cudaGraph_t g = NULL;
+  IS(cudaStreamEndCapture(s3, &g), cudaErrorStreamCaptureUnmatched);
+  end_capture(cudaErrorStreamCaptureInvalidated, "unmatched");
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaEventRecord(ev, s), cudaSuccess);
+  IS(cudaStreamWaitEvent(s3, ev, 0), cudaSuccess);
+  IS(cudaMemsetAsync(dev, 1, 8, s3), cudaSuccess);
+  end_capture(cudaErrorStreamCaptureUnjoined, "unjoined");
+  IS(cudaStreamIsCapturing(s3, &st), cudaSuccess);
+  EXPECT(st == cudaStreamCaptureStatusNone, "s3 left: status %d", (int)st);
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaError_t wrong = cudaSuccess;
+  pthread_t t;
+  pthread_create(&t, NULL, end_thread, &wrong);
+  pthread_join(t, NULL);
+  EXPECT(wrong == cudaErrorStreamCaptureWrongThread, "other thread: %s",
+         cudaGetErrorName(wrong));
+  end_capture(cudaSuccess, "after the wrong thread");
+
+  /* two captures may not merge */
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  IS(cudaStreamBeginCapture(s3, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  IS(cudaEventRecord(ev, s3), cudaSuccess);
+  IS(cudaStreamWaitEvent(s, ev, 0), cudaErrorStreamCaptureMerge);
+  end_capture(cudaErrorStreamCaptureInvalidated, "merge");
+  cap_stream = s3;
+  end_capture(cudaErrorStreamCaptureInvalidated, "merge, the other");
+
+  IS(cudaEventDestroy(ev), cudaSuccess);
+  IS(cudaEventDestroy(out), cudaSuccess);
+  IS(cudaStreamDestroy(s3), cudaSuccess);
+  IS(cudaStreamDestroy(nb), cudaSuccess);
+}
+
+/* A captured graph runs nothing until launched, then all of it, each time
+ * it is launched; forked work included. */
+static void test_graph(cudaStream_t s, unsigned char *dev,
+                       unsigned char *pinned) {
+  kern_t k = {0, 0, -1};
+  int calls = 0;
+  cudaStream_t s3;
+  cudaEvent_t fork, join;
+  IS(cudaStreamCreate(&s3), cudaSuccess);
+  IS(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  IS(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+  IS(cudaMemset(dev, 0, 256), cudaSuccess);
+  memset(pinned, 0, 256);
+  IS(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  IS(cudaMemsetAsync(dev, 0x5a, 64, s), cudaSuccess);
+  IS(cudaEventRecord(fork, s), cudaSuccess);
+  IS(cudaStreamWaitEvent(s3, fork, 0), cudaSuccess);
+  IS(cudaMemsetAsync(dev + 64, 0x6b, 64, s3), cudaSuccess);
+  IS(cudaEventRecord(join, s3), cudaSuccess);
+  IS(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
+  const void *ptrs[1] = {dev};
+  IS(softcuda_launch((const void *)kern_run, (dim3){1, 1, 1}, (dim3){32, 1, 1},
+                     0, s, kern_run, kern_release, &k, ptrs, 1),
+     cudaSuccess);
+  IS(cudaMemcpyAsync(pinned, dev, 128, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  IS(cudaLaunchHostFunc(s, count_fn, &calls), cudaSuccess);
+  cudaGraph_t g = NULL;
+  IS(cudaStreamEndCapture(s, &g), cudaSuccess);
+  usleep(2000);
+  unsigned char b[2];
+  IS(cudaMemcpy(b, dev, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  IS(cudaMemcpy(b + 1, dev + 64, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT(b[0] == 0 && b[1] == 0 && k.runs == 0 && calls == 0,
+         "captured work ran: %x %x runs %d calls %d", b[0], b[1], k.runs,
+         calls);
+  cudaGraphExec_t x = NULL;
+  IS(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+  IS(cudaGraphInstantiate(&x, g, 1), cudaErrorNotSupported);
+  IS(cudaGraphDestroy(g), cudaSuccess); /* the instance keeps the nodes */
+  IS(cudaGraphLaunch(x, s), cudaSuccess);
+  IS(cudaGraphLaunch(x, s), cudaSuccess);
+  IS(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT(pinned[0] == 0x5a && pinned[63] == 0x5a && pinned[64] == 0x6b &&
+             pinned[127] == 0x6b,
+         "graph copy: %x %x %x %x", pinned[0], pinned[63], pinned[64],
+         pinned[127]);
+  EXPECT(k.runs == 2 && calls == 2 && k.releases == 0,
+         "two launches: runs %d calls %d releases %d", k.runs, calls,
+         k.releases);
+  IS(cudaGraphExecDestroy(x), cudaSuccess);
+  EXPECT(k.releases == 1, "kernel arguments released %d times", k.releases);
+  IS(cudaGraphExecDestroy(x), cudaErrorInvalidValue);
+  IS(cudaEventDestroy(fork), cudaSuccess);
+  IS(cudaEventDestroy(join), cudaSuccess);
+  IS(cudaStreamDestroy(s3), cudaSuccess);
+}
+
+/* ---- other processes ----------------------------------------------------- */
+
+/* Under SOFTCUDA_DEVICES=2: an event recorded, or a kernel launched, on a
+ * stream of another device is refused; waits and copies across devices are
+ * allowed, as in CUDA. */
+static int child_devices(void) {
+  cudaStream_t s1, s0;
+  cudaEvent_t e1, e0;
+  IS(cudaSetDevice(1), cudaSuccess);
+  IS(cudaStreamCreate(&s1), cudaSuccess);
+  IS(cudaEventCreate(&e1), cudaSuccess);
+  IS(cudaSetDevice(0), cudaSuccess);
+  IS(cudaStreamCreate(&s0), cudaSuccess);
+  IS(cudaEventCreate(&e0), cudaSuccess);
+  char *d = NULL;
+  IS(cudaMalloc((void **)&d, 64), cudaSuccess);
+  IS(cudaEventRecord(e0, s1), cudaErrorInvalidResourceHandle);
+  IS(cudaEventRecord(e1, s0), cudaErrorInvalidResourceHandle);
+  kern_t k;
+  IS(launch(&k, (dim3){1, 1, 1}, (dim3){1, 1, 1}, d, s1),
+     cudaErrorInvalidResourceHandle);
+  EXPECT(k.runs == 0 && k.releases == 1, "other device: runs %d rel %d", k.runs,
+         k.releases);
+  IS(cudaEventRecord(e0, s0), cudaSuccess);
+  IS(cudaStreamWaitEvent(s1, e0, 0), cudaSuccess);
+  IS(cudaMemsetAsync(d, 7, 64, s1), cudaSuccess);
+  IS(cudaStreamSynchronize(s1), cudaSuccess);
+  IS(launch(&k, (dim3){1, 1, 1}, (dim3){1, 1, 1}, d, s0), cudaSuccess);
+  IS(cudaStreamSynchronize(s0), cudaSuccess);
+  EXPECT(k.runs == 1, "own device: runs %d", k.runs);
+  IS(cudaFree(d), cudaSuccess);
+  return failed ? 1 : 0;
+}
+
+static void read_handle(const char *hex, cudaIpcMemHandle_t *h) {
+  for (size_t i = 0; i < sizeof *h; i++)
+    sscanf(hex + 2 * i, "%2hhx", (unsigned char *)&h->reserved[i]);
+}
+
+/* Work queued on an IPC mapping that is closed before the work runs: the
+ * work faults (cudaErrorIllegalAddress) and the error is sticky. */
+static int child_freed(const char *hex) {
+  cudaIpcMemHandle_t h;
+  read_handle(hex, &h);
+  void *p = NULL;
+  uint32_t *flag = NULL;
+  cudaStream_t s;
+  IS(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
+  IS(cudaHostAlloc((void **)&flag, 4096, cudaHostAllocMapped), cudaSuccess);
+  IS(cudaStreamCreate(&s), cudaSuccess);
+  wait32_fn wait32 = (wait32_fn)entry("cuStreamWaitValue32");
+  *flag = 0;
+  EXPECT(wait32 && wait32(s, (CUdeviceptr)(uintptr_t)flag, 1,
+                          CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS,
+         "wait32");
+  IS(cudaMemcpyAsync(flag + 64, p, 64, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  IS(cudaIpcCloseMemHandle(p), cudaSuccess);
+  __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+  IS(cudaStreamSynchronize(s), cudaErrorIllegalAddress);
+  void *q = NULL;
+  EXPECT(cudaMalloc(&q, 64) == cudaErrorIllegalAddress, "not sticky");
+  EXPECT(cudaGetLastError() == cudaErrorIllegalAddress &&
+             cudaGetLastError() == cudaErrorIllegalAddress,
+         "last error not sticky");
+  EXPECT(flag[64] == 0, "the copy ran: %x", flag[64]);
+  return failed ? 1 : 0;
+}
+
+/* Runs this program again with args (and env NAME=VALUE, if name). */
+static int run_child(const char *self, const char *mode, const char *arg,
+                     const char *name, const char *value) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (name)
+      setenv(name, value, 1);
+    execl("/proc/self/exe", self, mode, arg, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 /* The other process: opens the handle twice (one mapping), checks and
  * rewrites the bytes. */
 static int child(const char *hex) {
   cudaIpcMemHandle_t h;
-  for (size_t i = 0; i < sizeof h; i++)
-    sscanf(hex + 2 * i, "%2hhx", (unsigned char *)&h.reserved[i]);
+  read_handle(hex, &h);
   void *p = NULL, *q = NULL;
   IS(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
   IS(cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
@@ -119,6 +432,10 @@ static int child(const char *hex) {
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--child"))
     return child(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], "--freed"))
+    return child_freed(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], "--devices"))
+    return child_devices();
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) { /* SOFTCUDA_DEVICES=0 */
     printf("SKIP: no CUDA device (%s)\n",
@@ -235,22 +552,30 @@ int main(int argc, char **argv) {
   char hex[2 * sizeof ih + 1];
   for (size_t i = 0; i < sizeof ih; i++)
     sprintf(hex + 2 * i, "%02x", (unsigned char)ih.reserved[i]);
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/proc/self/exe", argv[0], "--child", hex, (char *)NULL);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
-         status);
+  int rc = run_child(argv[0], "--child", hex, NULL, NULL);
+  EXPECT(rc == 0, "child exit %d", rc);
   unsigned char back[2];
   IS(cudaMemcpy(back, d + 4095, 1, cudaMemcpyDefault), cudaSuccess);
   IS(cudaMemcpy(back + 1, d, 1, cudaMemcpyDefault), cudaSuccess);
   EXPECT(back[0] == 0x22 && back[1] == 0x22, "child's bytes %x %x", back[0],
          back[1]);
 
+  rc = run_child(argv[0], "--freed", hex, NULL, NULL);
+  EXPECT(rc == 0, "--freed child exit %d", rc);
+  rc = run_child(argv[0], "--devices", "-", "SOFTCUDA_DEVICES", "2");
+  EXPECT(rc == 0, "--devices child exit %d", rc);
+
+  /* an IPC handle only of cudaMalloc memory; pageable memory in copies: an
+   * async copy may read it (CUDA stages it), a device-to-device one not */
+  IS(cudaIpcGetMemHandle(&ih, host), cudaErrorInvalidValue);
+  IS(cudaMemcpyAsync(d, host, 8, cudaMemcpyHostToDevice, s), cudaSuccess);
+  IS(cudaMemcpyAsync(d, host, 8, cudaMemcpyDeviceToDevice, s),
+     cudaErrorInvalidValue);
+  IS(cudaStreamSynchronize(s), cudaSuccess);
+
   test_launch(s, d, h);
+  test_capture_refusals(s, d, h);
+  test_graph(s, (unsigned char *)d, (unsigned char *)h);
 
   IS(cudaEventDestroy(e0), cudaSuccess);
   IS(cudaEventDestroy(e1), cudaSuccess);

@@ -16,8 +16,11 @@
  * registration: one call on registered buffers, then cudaFree without
  * sharc_mem_deregister and two calls on new buffers, which may sit at the
  * same addresses; the sums must still be right (sharc notices the stale
- * registration and says so). Prints "cuda_reg: rank R stale reuse yes|no"
- * and "cuda_reg: rank R ok" or what failed; exit 0, 1 on a failure, 77
+ * registration and says so). Before the phases, a collective enqueued on
+ * the CUDA stream while it is being captured into a CUDA graph must be
+ * refused (SHARC_ERR_UNSUPPORTED, naming the capture) without breaking the
+ * capture: it still ends with a graph. Prints "cuda_reg: rank R stale reuse
+ * yes|no" and "cuda_reg: rank R ok" or what failed; exit 0, 1 on a failure, 77
  * (with a SKIP line) without a usable CUDA device.
  */
 #include <cuda_runtime_api.h>
@@ -71,6 +74,29 @@ static void refusals(void) {
             "deregistering it");
   expect_st(sharc_mem_deregister((char *)d + 1024), SHARC_ERR_INVALID_ARG,
             "was not registered", "deregistering it twice");
+  cudaFree(d);
+}
+
+/* A collective on a stream being captured: refused, the capture intact. */
+static void capture_refusal(sharc_comm_t comm, sharc_stream_t s,
+                            cudaStream_t cs) {
+  void *d = NULL;
+  cudaGraph_t g = NULL;
+  if (cudaMalloc(&d, 4096) != cudaSuccess ||
+      cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal) != cudaSuccess) {
+    fail("%s%s", "cudaMalloc or cudaStreamBeginCapture failed", "");
+    cudaFree(d);
+    return;
+  }
+  expect_st(sharc_all_reduce(d, d, 1024, SHARC_F32, SHARC_SUM, comm, s),
+            SHARC_ERR_UNSUPPORTED, "captured into a CUDA graph",
+            "an all-reduce on a stream being captured");
+  cudaError_t e = cudaStreamEndCapture(cs, &g);
+  if (e != cudaSuccess || !g)
+    fail("ending the capture after the refusal: %s%s", cudaGetErrorName(e),
+         " (sharc broke the capture)");
+  if (g)
+    cudaGraphDestroy(g);
   cudaFree(d);
 }
 
@@ -220,6 +246,7 @@ int main(int argc, char **argv) {
     fail("%s%s", "CUDA stream setup failed: ", sharc_last_error());
   } else {
     refusals();
+    capture_refusal(comm, s, cs);
     for (int p = 0; p < 2 && !fails; p++)
       phase(comm, s, cs, reg, iters, nranks, p);
     if (!fails)

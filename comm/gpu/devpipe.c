@@ -201,16 +201,19 @@ static size_t group(const tagged_t *t, size_t n, size_t min_group,
       cur->bytes += t[i].len;
       i++;
     }
-    qsort(&p[start], np - start, sizeof *p, by_off);
-    size_t m = start;
-    for (size_t k = start + 1; k < np; k++) {
-      if (p[m].off + p[m].len == p[k].off)
-        p[m].len += p[k].len;
+    /* A group holds at least one piece (min_group >= 1, fit_min_group):
+     * merge the adjacent ones of [start, np) in place. */
+    devpipe_piece_t *gp = &p[start];
+    size_t len = np - start, m = 0;
+    qsort(gp, len, sizeof *gp, by_off);
+    for (size_t k = 1; k < len; k++) {
+      if (gp[m].off + gp[m].len == gp[k].off)
+        gp[m].len += gp[k].len;
       else
-        p[++m] = p[k];
+        gp[++m] = gp[k];
     }
-    np = m + 1;
-    cur->npieces = np - start;
+    cur->npieces = len ? m + 1 : 0;
+    np = start + cur->npieces;
   }
   return ng;
 }

@@ -281,7 +281,16 @@ SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
  *    place when recvbuf == sendbuf + rank*recvcount;
  *  - all-reduce: in place when sendbuf == recvbuf;
  *  - broadcast: sendbuf is read on root only (may be NULL elsewhere); in
- *    place when sendbuf == recvbuf.
+ *    place when sendbuf == recvbuf;
+ *  - reduce: every rank's count elements reduced into root's recvbuf
+ *    (written on root only; may be NULL elsewhere); in place on root when
+ *    sendbuf == recvbuf;
+ *  - gather: root's recvbuf receives nranks*count elements, block r from
+ *    rank r's sendbuf (recvbuf may be NULL off root); in place on root when
+ *    sendbuf == recvbuf + root*count;
+ *  - scatter: root's sendbuf holds nranks*count elements, block r goes to
+ *    rank r's recvbuf (sendbuf may be NULL off root); in place on root
+ *    when recvbuf == sendbuf + root*count.
  * A count of 0 returns SHARC_OK at once and moves nothing.
  * Errors: SHARC_ERR_INVALID_ARG for bad arguments (the message says which),
  * SHARC_ERR_PEER_LOST when a peer died (naming it), SHARC_ERR_TIMEOUT when
@@ -289,8 +298,9 @@ SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
  * sharc_comm_abort. After a transport error the communicator is unusable.
  * The algorithm is picked by a cost model; SHARC_ALGO=ring|tree|hier forces
  * one (hier: two levels across hosts, for all-gather, reduce-scatter and
- * all-reduce). Across hosts, rings run in a topology order that visits each
- * host's ranks consecutively.
+ * all-reduce; gather and scatter have one algorithm, direct: every block
+ * straight between its rank and the root). Across hosts, rings run in a
+ * topology order that visits each host's ranks consecutively.
  */
 SHARC_API sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
                                           size_t sendcount, sharc_dtype_t dtype,
@@ -309,6 +319,18 @@ SHARC_API sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf,
                                          size_t count, sharc_dtype_t dtype,
                                          int root, sharc_comm_t comm,
                                          sharc_stream_t stream);
+SHARC_API sharc_status_t sharc_reduce(const void *sendbuf, void *recvbuf,
+                                      size_t count, sharc_dtype_t dtype,
+                                      sharc_op_t op, int root,
+                                      sharc_comm_t comm, sharc_stream_t stream);
+SHARC_API sharc_status_t sharc_gather(const void *sendbuf, void *recvbuf,
+                                      size_t count, sharc_dtype_t dtype,
+                                      int root, sharc_comm_t comm,
+                                      sharc_stream_t stream);
+SHARC_API sharc_status_t sharc_scatter(const void *sendbuf, void *recvbuf,
+                                       size_t count, sharc_dtype_t dtype,
+                                       int root, sharc_comm_t comm,
+                                       sharc_stream_t stream);
 /* Returns (or, on a stream, completes) once every rank has entered it. */
 SHARC_API sharc_status_t sharc_barrier(sharc_comm_t comm,
                                        sharc_stream_t stream);

@@ -30,6 +30,10 @@ sharc_status_t ring_barrier_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t hier_all_gather_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t hier_reduce_scatter_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t hier_all_reduce_schedule(const sched_args_t *a, sched_t *s);
+sharc_status_t tree_reduce_schedule(const sched_args_t *a, sched_t *s);
+sharc_status_t ring_reduce_schedule(const sched_args_t *a, sched_t *s);
+sharc_status_t direct_gather_schedule(const sched_args_t *a, sched_t *s);
+sharc_status_t direct_scatter_schedule(const sched_args_t *a, sched_t *s);
 
 /* ---- shared helpers ---- */
 

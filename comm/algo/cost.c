@@ -83,6 +83,7 @@ double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
     case SCHED_ALL_REDUCE:
       return 2.0 * (n - 1) * msg(B / n, a, bw);
     case SCHED_BROADCAST:
+    case SCHED_REDUCE: /* a chain, pipelined: the mirror of broadcast's */
       return pipelined(B, n - 1, a, bw, 1.0);
     case SCHED_BARRIER:
       return (2.0 * n - 1) * a;
@@ -101,6 +102,7 @@ double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
     case SCHED_ALL_REDUCE: /* doubling, full vector every step */
       return (lp + 2 * fold) * msg(B, a, farbw);
     case SCHED_BROADCAST: /* binomial, whole message per hop */
+    case SCHED_REDUCE:
       return ln * msg(B, a, farbw);
     case SCHED_BARRIER: /* dissemination */
       return ln * a;
@@ -111,6 +113,8 @@ double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
   case SCHED_ALGO_RABENSEIFNER:
     return 2.0 * lp * a + 2.0 * (p - 1) / p * B / farbw +
            (fold ? 2 * msg(B, a, farbw) : 0);
+  case SCHED_ALGO_DIRECT: /* one round; the root's links carry n-1 blocks */
+    return a + (n - 1) * B / bw;
   case SCHED_ALGO_HIER: /* one host: a ring over carrier sets */
     return hier_cost(coll, 1, n, B, a, bw, a, bw);
   case SCHED_ALGO_DBTREE: {

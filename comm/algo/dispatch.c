@@ -16,18 +16,22 @@ static const gen_fn generators[SCHED_ALGO_COUNT][SCHED_COLL_COUNT] = {
                          [SCHED_REDUCE_SCATTER] = ring_reduce_scatter_schedule,
                          [SCHED_ALL_REDUCE] = ring_all_reduce_schedule,
                          [SCHED_BROADCAST] = ring_broadcast_schedule,
-                         [SCHED_BARRIER] = ring_barrier_schedule},
+                         [SCHED_BARRIER] = ring_barrier_schedule,
+                         [SCHED_REDUCE] = ring_reduce_schedule},
     [SCHED_ALGO_TREE] = {[SCHED_ALL_GATHER] = tree_all_gather_schedule,
                          [SCHED_REDUCE_SCATTER] = tree_reduce_scatter_schedule,
                          [SCHED_ALL_REDUCE] = tree_all_reduce_schedule,
                          [SCHED_BROADCAST] = tree_broadcast_schedule,
-                         [SCHED_BARRIER] = tree_barrier_schedule},
+                         [SCHED_BARRIER] = tree_barrier_schedule,
+                         [SCHED_REDUCE] = tree_reduce_schedule},
     [SCHED_ALGO_RABENSEIFNER] = {[SCHED_ALL_REDUCE] =
                                      rabenseifner_all_reduce_schedule},
     [SCHED_ALGO_DBTREE] = {[SCHED_ALL_REDUCE] = dbtree_all_reduce_schedule},
     [SCHED_ALGO_HIER] = {[SCHED_ALL_GATHER] = hier_all_gather_schedule,
                          [SCHED_REDUCE_SCATTER] = hier_reduce_scatter_schedule,
                          [SCHED_ALL_REDUCE] = hier_all_reduce_schedule},
+    [SCHED_ALGO_DIRECT] = {[SCHED_GATHER] = direct_gather_schedule,
+                           [SCHED_SCATTER] = direct_scatter_schedule},
 };
 
 int sched_algo_supports(sched_algo_t algo, sched_coll_t coll) {
@@ -44,8 +48,8 @@ int sched_algo_supports(sched_algo_t algo, sched_coll_t coll) {
  * never straddle two blocks: the ring. */
 
 static int reorders(sched_algo_t algo, sched_coll_t coll) {
-  if (algo == SCHED_ALGO_HIER)
-    return 0; /* follows the hosts itself */
+  if (algo == SCHED_ALGO_HIER || algo == SCHED_ALGO_DIRECT)
+    return 0; /* follows the hosts itself; needs no order */
   if (coll == SCHED_ALL_GATHER || coll == SCHED_REDUCE_SCATTER)
     return algo == SCHED_ALGO_RING;
   return 1;
@@ -89,7 +93,7 @@ static sharc_status_t build_in_order(sched_algo_t algo, const sched_args_t *a,
   }
   sched_args_t v = *a;
   v.rank = pos[a->rank];
-  v.root = a->coll == SCHED_BROADCAST ? pos[a->root] : a->root;
+  v.root = sched_coll_rooted(a->coll) ? pos[a->root] : a->root;
   v.order = NULL;
   sharc_status_t st = generators[algo][a->coll](&v, s);
   free(pos);
@@ -132,11 +136,11 @@ sharc_status_t sched_build(sched_algo_t algo, const sched_args_t *args,
   if (args->nchan < 1 || args->nchan > 255)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "sched_build: nchan %d outside [1, 255]", args->nchan);
-  if (args->coll == SCHED_BROADCAST &&
+  if (sched_coll_rooted(args->coll) &&
       (args->root < 0 || args->root >= args->nranks))
     return err_set(SHARC_ERR_INVALID_ARG,
-                   "sched_build: broadcast root %d of %d ranks is out of range",
-                   args->root, args->nranks);
+                   "sched_build: %s root %d of %d ranks is out of range",
+                   sched_coll_name(args->coll), args->root, args->nranks);
   if (s->nops != 0 || s->nrounds != 0)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "sched_build: schedule not empty (%zu ops); sched_init it",

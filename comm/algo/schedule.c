@@ -138,9 +138,10 @@ sharc_status_t sched_finish(sched_t *s) {
 /* ---- names ---- */
 
 static const char *const algo_names[SCHED_ALGO_COUNT] = {
-    "ring", "tree", "rabenseifner", "dbtree", "hier"};
+    "ring", "tree", "rabenseifner", "dbtree", "hier", "direct"};
 static const char *const coll_names[SCHED_COLL_COUNT] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier"};
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast",
+    "barrier",    "reduce",         "gather",     "scatter"};
 
 const char *sched_algo_name(sched_algo_t algo) {
   return (unsigned)algo < SCHED_ALGO_COUNT ? algo_names[algo] : "?";
@@ -153,6 +154,7 @@ const char *sched_coll_name(sched_coll_t coll) {
 const char *sched_coll_fn(sched_coll_t coll) {
   static const char *const fn[SCHED_COLL_COUNT] = {
       "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
-      "sharc_broadcast", "sharc_barrier"};
+      "sharc_broadcast",  "sharc_barrier",        "sharc_reduce",
+      "sharc_gather",     "sharc_scatter"};
   return (unsigned)coll < SCHED_COLL_COUNT ? fn[coll] : "sharc_?";
 }

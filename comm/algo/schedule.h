@@ -64,8 +64,23 @@ typedef enum {
   SCHED_ALL_REDUCE,
   SCHED_BROADCAST,
   SCHED_BARRIER,
+  SCHED_REDUCE,  /* to a root */
+  SCHED_GATHER,  /* to a root */
+  SCHED_SCATTER, /* from a root */
   SCHED_COLL_COUNT
 } sched_coll_t;
+
+/* Collectives that reduce (an op). */
+static inline int sched_coll_reduces(sched_coll_t c) {
+  return c == SCHED_ALL_REDUCE || c == SCHED_REDUCE_SCATTER ||
+         c == SCHED_REDUCE;
+}
+
+/* Collectives with a root (sched_args_t.root). */
+static inline int sched_coll_rooted(sched_coll_t c) {
+  return c == SCHED_BROADCAST || c == SCHED_REDUCE || c == SCHED_GATHER ||
+         c == SCHED_SCATTER;
+}
 
 typedef enum {
   SCHED_ALGO_RING = 0,
@@ -74,9 +89,11 @@ typedef enum {
                       barrier */
   SCHED_ALGO_RABENSEIFNER, /* all-reduce: recursive halving RS + doubling AG */
   SCHED_ALGO_DBTREE,       /* all-reduce: double binary tree, pipelined */
-  SCHED_ALGO_HIER, /* two levels across hosts (all-gather, reduce-scatter,
-                      all-reduce): within each host, one exchange per host
-                      pair, within each host again */
+  SCHED_ALGO_HIER,   /* two levels across hosts (all-gather, reduce-scatter,
+                        all-reduce): within each host, one exchange per host
+                        pair, within each host again */
+  SCHED_ALGO_DIRECT, /* gather, scatter: every block straight between its
+                        rank and the root, in one round */
   SCHED_ALGO_COUNT
 } sched_algo_t;
 
@@ -84,9 +101,10 @@ typedef struct {
   sched_coll_t coll;
   int rank, nranks;
   /* NCCL semantics: all-gather sendcount per rank; reduce-scatter recvcount
-   * per rank; all-reduce and broadcast the whole count. Barrier: ignored. */
+   * per rank; all-reduce, broadcast and reduce the whole count; gather and
+   * scatter one rank's block. Barrier: ignored. */
   size_t count;
-  int root;     /* broadcast */
+  int root;     /* broadcast, reduce, gather, scatter */
   int inplace;  /* see sharc.h for where the in-place sendbuf lies */
   int nchan;    /* channels the algorithm may use (>= 1) */
   size_t chunk; /* pipelining unit in elements for tree algorithms (>= 1) */

@@ -255,16 +255,34 @@ static sharc_status_t alloc_rank(sim_t *m, int r) {
     sl = r == a->root ? c : 0;
     rl = c;
     break;
+  case SCHED_REDUCE: /* the result on the root only */
+    sl = c;
+    rl = r == a->root ? c : 0;
+    break;
+  case SCHED_GATHER:
+    sl = c;
+    rl = r == a->root ? n * c : 0;
+    break;
+  case SCHED_SCATTER:
+    sl = r == a->root ? n * c : 0;
+    rl = c;
+    break;
   default:
     break;
   }
   st->len[SCHED_BUF_SEND] = sl;
   st->len[SCHED_BUF_RECV] = rl;
   st->len[SCHED_BUF_TMP] = m->s[r].tmp_count;
-  int alias = a->inplace && a->coll != SCHED_BARRIER;
+  /* in place: rooted collectives other than broadcast alias on the root
+   * only (the other ranks have one buffer) */
+  int rooted_only = sched_coll_rooted(a->coll) && a->coll != SCHED_BROADCAST;
+  int alias =
+      a->inplace && a->coll != SCHED_BARRIER && (!rooted_only || r == a->root);
   /* the larger of an aliased pair owns the memory */
-  int owner = alias && a->coll == SCHED_REDUCE_SCATTER ? SCHED_BUF_SEND
-                                                       : SCHED_BUF_RECV;
+  int owner =
+      alias && (a->coll == SCHED_REDUCE_SCATTER || a->coll == SCHED_SCATTER)
+          ? SCHED_BUF_SEND
+          : SCHED_BUF_RECV;
   for (int b = 0; b < 3; b++) {
     if (alias && b != owner && b != SCHED_BUF_TMP)
       continue;
@@ -276,7 +294,9 @@ static sharc_status_t alloc_rank(sim_t *m, int r) {
     memset(st->buf[b], 0xA5, st->len[b] * es); /* poison */
   }
   if (alias) {
-    size_t at = a->coll == SCHED_ALL_GATHER || a->coll == SCHED_REDUCE_SCATTER
+    size_t at = a->coll == SCHED_ALL_GATHER ||
+                        a->coll == SCHED_REDUCE_SCATTER ||
+                        a->coll == SCHED_GATHER || a->coll == SCHED_SCATTER
                     ? (size_t)r * c * es
                     : 0;
     if (owner == SCHED_BUF_RECV)
@@ -327,8 +347,8 @@ static sharc_status_t check_range(const sim_t *m, int r, size_t i, int b,
                    "elements%s",
                    m->hdr, r, i, write ? "writes" : "reads", buf_names[b], off,
                    count, st->len[b],
-                   m->a->coll == SCHED_BROADCAST && b == SCHED_BUF_SEND
-                       ? " (non-root broadcast ranks own no SEND)"
+                   st->len[b] == 0 && sched_coll_rooted(m->a->coll)
+                       ? " (only the root owns this buffer)"
                        : "");
   return SHARC_OK;
 }
@@ -558,10 +578,14 @@ static sharc_status_t check_result(sim_t *m, int bitwise_equal) {
   for (int r = 0; r < n; r++) {
     const uint8_t *out = m->st[r].buf[SCHED_BUF_RECV];
     size_t len = m->st[r].len[SCHED_BUF_RECV];
-    if (a->coll == SCHED_ALL_GATHER || a->coll == SCHED_BROADCAST) {
+    if (a->coll == SCHED_ALL_GATHER || a->coll == SCHED_BROADCAST ||
+        a->coll == SCHED_GATHER || a->coll == SCHED_SCATTER) {
       for (size_t i = 0; i < len; i++) {
-        int src = a->coll == SCHED_BROADCAST ? a->root : (int)(i / c);
-        size_t si = a->coll == SCHED_BROADCAST ? i : i % c;
+        int blocks = a->coll == SCHED_ALL_GATHER || a->coll == SCHED_GATHER;
+        int src = blocks ? (int)(i / c) : a->root;
+        size_t si = blocks                     ? i % c
+                    : a->coll == SCHED_SCATTER ? (size_t)r * c + i
+                                               : i;
         store(m->dtype, tmp, 0, gen(m, src, si));
         if (memcmp(out + i * es, tmp, es) != 0)
           return mismatch(m, r, i, gen(m, src, si), load(m->dtype, out, i));

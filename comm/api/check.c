@@ -39,7 +39,7 @@ typedef struct {
   uint64_t count; /* elements, NCCL's meaning; SIG_NONE for barrier */
   uint64_t dtype; /* SIG_NONE for barrier */
   uint64_t op;    /* reductions only */
-  uint64_t root;  /* broadcast only */
+  uint64_t root;  /* rooted collectives only */
   uint64_t pad;   /* 0 */
 } signature_t;
 
@@ -47,7 +47,7 @@ typedef struct {
 _Static_assert(sizeof(signature_t) == 64, "a signature is 8 uint64 (one line)");
 
 static void sig_make(const coll_call_t *c, uint64_t seq, signature_t *g) {
-  int reduces = c->coll == SCHED_ALL_REDUCE || c->coll == SCHED_REDUCE_SCATTER;
+  int reduces = sched_coll_reduces(c->coll);
   int barrier = c->coll == SCHED_BARRIER;
   *g = (signature_t){
       .magic = SIG_MAGIC,
@@ -56,7 +56,7 @@ static void sig_make(const coll_call_t *c, uint64_t seq, signature_t *g) {
       .count = barrier ? SIG_NONE : (uint64_t)c->count,
       .dtype = barrier ? SIG_NONE : (uint64_t)c->dtype,
       .op = reduces ? (uint64_t)c->op : SIG_NONE,
-      .root = c->coll == SCHED_BROADCAST ? (uint64_t)c->root : SIG_NONE,
+      .root = sched_coll_rooted(c->coll) ? (uint64_t)c->root : SIG_NONE,
   };
 }
 
@@ -84,7 +84,13 @@ static void sig_describe(const signature_t *g, int with_seq, char *out,
     snprintf(out, len, "%s%s(count %llu, %s, %s)", seq, name, n, type,
              sharc_op_name((sharc_op_t)g->op));
     break;
+  case SCHED_REDUCE:
+    snprintf(out, len, "%s%s(count %llu, %s, %s, root %lld)", seq, name, n,
+             type, sharc_op_name((sharc_op_t)g->op), (long long)g->root);
+    break;
   case SCHED_BROADCAST:
+  case SCHED_GATHER:
+  case SCHED_SCATTER:
     snprintf(out, len, "%s%s(count %llu, %s, root %lld)", seq, name, n, type,
              (long long)g->root);
     break;

@@ -114,8 +114,10 @@ static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
                      now_ns ? now_ns : time_ns(), hook);
   }
   sched_free(&built);
+  /* AVG: the sum divided where a result lies (reduce: the root only) */
   if (st == SHARC_OK && call->op == SHARC_AVG &&
-      (call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_REDUCE_SCATTER))
+      sched_coll_reduces(call->coll) &&
+      (call->coll != SCHED_REDUCE || comm->rank == call->root))
     kernel_div(call->dtype, call->recvbuf, call->count, comm->nranks);
   return st;
 }
@@ -207,38 +209,45 @@ static sharc_status_t validate(const coll_call_t *c) {
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: unknown dtype %d; use SHARC_F32 .. SHARC_U64", fn,
                       (int)c->dtype);
-  int reduces = c->coll == SCHED_ALL_REDUCE || c->coll == SCHED_REDUCE_SCATTER;
-  if (reduces && (unsigned)c->op >= SHARC_OP_COUNT)
+  if (sched_coll_reduces(c->coll) && (unsigned)c->op >= SHARC_OP_COUNT)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: unknown reduction op %d; use SHARC_SUM, SHARC_PROD, "
                       "SHARC_MIN, SHARC_MAX or SHARC_AVG",
                       fn, (int)c->op);
-  if (c->coll == SCHED_BROADCAST && (c->root < 0 || c->root >= comm->nranks))
+  if (sched_coll_rooted(c->coll) && (c->root < 0 || c->root >= comm->nranks))
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: root %d outside the communicator of %d ranks", fn,
                       c->root, comm->nranks);
   if (c->coll == SCHED_BARRIER || c->count == 0)
     return SHARC_OK;
   size_t esize = sharc_dtype_size(c->dtype);
-  size_t per = (c->coll == SCHED_ALL_GATHER || c->coll == SCHED_REDUCE_SCATTER)
-                   ? (size_t)comm->nranks
-                   : 1;
+  size_t per =
+      (c->coll == SCHED_ALL_GATHER || c->coll == SCHED_REDUCE_SCATTER ||
+       c->coll == SCHED_GATHER || c->coll == SCHED_SCATTER)
+          ? (size_t)comm->nranks
+          : 1;
   if (c->count > SIZE_MAX / esize / per)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: count %zu x %zu ranks x %zu bytes overflows the "
                       "address space",
                       fn, c->count, per, esize);
-  int need_send = !(c->coll == SCHED_BROADCAST && comm->rank != c->root);
+  int root = comm->rank == c->root;
+  int need_send =
+      root || !(c->coll == SCHED_BROADCAST || c->coll == SCHED_SCATTER);
+  int need_recv = root || !(c->coll == SCHED_REDUCE || c->coll == SCHED_GATHER);
   if (need_send && !c->sendbuf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: sendbuf is NULL with count %zu", fn, c->count);
-  if (!c->recvbuf)
+                      "%s: sendbuf is NULL with count %zu%s", fn, c->count,
+                      sched_coll_rooted(c->coll) ? " on the root" : "");
+  if (need_recv && !c->recvbuf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: recvbuf is NULL with count %zu", fn, c->count);
-  if (need_send && !call_inplace(c, esize)) {
-    size_t sbytes =
-        c->count * esize * (c->coll == SCHED_REDUCE_SCATTER ? per : 1);
-    size_t rbytes = c->count * esize * (c->coll == SCHED_ALL_GATHER ? per : 1);
+                      "%s: recvbuf is NULL with count %zu%s", fn, c->count,
+                      sched_coll_rooted(c->coll) ? " on the root" : "");
+  if (need_send && need_recv && !call_inplace(c, esize)) {
+    int sblocks = c->coll == SCHED_REDUCE_SCATTER || c->coll == SCHED_SCATTER;
+    int rblocks = c->coll == SCHED_ALL_GATHER || c->coll == SCHED_GATHER;
+    size_t sbytes = c->count * esize * (sblocks ? per : 1);
+    size_t rbytes = c->count * esize * (rblocks ? per : 1);
     uintptr_t s0 = (uintptr_t)c->sendbuf, r0 = (uintptr_t)c->recvbuf;
     if (s0 < r0 + rbytes && r0 < s0 + sbytes)
       return comm_error(comm, SHARC_ERR_INVALID_ARG,
@@ -325,6 +334,27 @@ sharc_status_t sharc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                sharc_dtype_t dtype, int root, sharc_comm_t comm,
                                sharc_stream_t stream) {
   return call(SCHED_BROADCAST, sendbuf, recvbuf, count, dtype, SHARC_SUM, root,
+              comm, stream);
+}
+
+sharc_status_t sharc_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                            sharc_dtype_t dtype, sharc_op_t op, int root,
+                            sharc_comm_t comm, sharc_stream_t stream) {
+  return call(SCHED_REDUCE, sendbuf, recvbuf, count, dtype, op, root, comm,
+              stream);
+}
+
+sharc_status_t sharc_gather(const void *sendbuf, void *recvbuf, size_t count,
+                            sharc_dtype_t dtype, int root, sharc_comm_t comm,
+                            sharc_stream_t stream) {
+  return call(SCHED_GATHER, sendbuf, recvbuf, count, dtype, SHARC_SUM, root,
+              comm, stream);
+}
+
+sharc_status_t sharc_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                             sharc_dtype_t dtype, int root, sharc_comm_t comm,
+                             sharc_stream_t stream) {
+  return call(SCHED_SCATTER, sendbuf, recvbuf, count, dtype, SHARC_SUM, root,
               comm, stream);
 }
 

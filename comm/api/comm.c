@@ -52,7 +52,7 @@ sharc_status_t comm_cfg_load(comm_cfg_t *cfg) {
   if (cfg->algo == -3)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "SHARC_ALGO=%s unknown; use auto, ring, tree, "
-                   "rabenseifner, dbtree or hier",
+                   "rabenseifner, dbtree, hier or direct",
                    a);
   return SHARC_OK;
 }

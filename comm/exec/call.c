@@ -10,8 +10,8 @@
 #include "cost.h"
 #include "dispatch.h"
 
-sched_algo_t call_pick_algo(struct sharc_comm *comm, sched_coll_t coll,
-                            size_t bytes) {
+static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
+                         size_t bytes) {
   const comm_cfg_t *c = &comm->cfg;
   double alpha = c->alpha_us, beta = c->beta_gbs;
   sched_links_t links = {comm->nhosts, comm->local_max, alpha,
@@ -33,14 +33,27 @@ sched_algo_t call_pick_algo(struct sharc_comm *comm, sched_coll_t coll,
         best = fam[i];
     return best;
   }
-  return sched_algo_supports((sched_algo_t)c->algo, coll)
-             ? (sched_algo_t)c->algo
-             : sched_pick_links(coll, comm->nranks, bytes, &links);
+  return (sched_algo_t)c->algo;
+}
+
+/* pick's choice, or the cost model's where the choice (forced by
+ * SHARC_ALGO or SHARC_TREE_MAX_BYTES) lacks the collective: gather and
+ * scatter have one algorithm. */
+sched_algo_t call_pick_algo(struct sharc_comm *comm, sched_coll_t coll,
+                            size_t bytes) {
+  sched_algo_t a = pick(comm, coll, bytes);
+  if (sched_algo_supports(a, coll))
+    return a;
+  const comm_cfg_t *c = &comm->cfg;
+  sched_links_t links = {comm->nhosts, comm->local_max, c->alpha_us,
+                         c->beta_gbs,  c->net_alpha_us, c->net_beta_gbs};
+  return sched_pick_links(coll, comm->nranks, bytes, &links);
 }
 
 int call_inplace(const coll_call_t *c, size_t esize) {
   const uint8_t *s = c->sendbuf, *r = c->recvbuf;
   size_t off = (size_t)c->comm->rank * c->count * esize;
+  int root = c->comm->rank == c->root;
   switch (c->coll) {
   case SCHED_ALL_GATHER:
     return s == r + off;
@@ -49,6 +62,12 @@ int call_inplace(const coll_call_t *c, size_t esize) {
   case SCHED_ALL_REDUCE:
   case SCHED_BROADCAST:
     return s == r;
+  case SCHED_REDUCE: /* one buffer, and so one layout, on the root only */
+    return root && s == r;
+  case SCHED_GATHER:
+    return root && s == r + off;
+  case SCHED_SCATTER:
+    return root && r == s + off;
   default:
     return 0;
   }
@@ -56,7 +75,7 @@ int call_inplace(const coll_call_t *c, size_t esize) {
 
 sched_key_t call_key(const coll_call_t *call, size_t esize) {
   sched_key_t key = {.coll = call->coll,
-                     .root = call->coll == SCHED_BROADCAST ? call->root : 0,
+                     .root = sched_coll_rooted(call->coll) ? call->root : 0,
                      .inplace = call_inplace(call, esize),
                      .count = call->count,
                      .esize = esize};

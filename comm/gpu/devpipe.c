@@ -23,22 +23,27 @@ void devpipe_layout(sched_coll_t coll, int rank, int nranks, int root,
   memset(l, 0, sizeof *l);
   size_t n = (size_t)nranks;
   size_t sb = bytes, rb = bytes; /* the send and receive regions */
-  if (coll == SCHED_ALL_GATHER)
+  int is_root = rank == root;
+  /* blocks: the buffer of n blocks (the others' are one) */
+  int rblocks = coll == SCHED_ALL_GATHER || coll == SCHED_GATHER;
+  int sblocks = coll == SCHED_REDUCE_SCATTER || coll == SCHED_SCATTER;
+  if (rblocks)
     rb = n * bytes;
-  else if (coll == SCHED_REDUCE_SCATTER)
+  if (sblocks)
     sb = n * bytes;
-  else if (coll == SCHED_BROADCAST && rank != root)
-    sb = 0; /* sendbuf is read on the root only */
+  /* buffers of a rooted collective that only the root has */
+  if (!is_root && (coll == SCHED_BROADCAST || coll == SCHED_SCATTER))
+    sb = 0;
+  if (!is_root && (coll == SCHED_REDUCE || coll == SCHED_GATHER))
+    rb = 0;
   if (inplace) {
     if (!send_dev)
       return; /* host memory: the collective runs on it */
     size_t own = (size_t)rank * bytes; /* the inner buffer's offset */
-    l->stage_bytes = coll == SCHED_ALL_GATHER       ? rb
-                     : coll == SCHED_REDUCE_SCATTER ? sb
-                                                    : bytes;
+    l->stage_bytes = rblocks ? rb : sblocks ? sb : bytes;
     l->send_staged = l->recv_staged = 1;
-    l->send_off = coll == SCHED_ALL_GATHER ? own : 0;
-    l->recv_off = coll == SCHED_REDUCE_SCATTER ? own : 0;
+    l->send_off = rblocks ? own : 0;
+    l->recv_off = sblocks ? own : 0;
     l->d2h_off = l->send_off;
     l->d2h_bytes = sb;
     l->h2d_off = l->recv_off;

@@ -59,11 +59,15 @@
 /* This path's index in dev_stream_t.path_state (gpu_paths). */
 #define IPC_SLOT 0
 
-/* SHARC_CUDA_PATH=ipc, all of comm's ranks on one host, not a barrier. */
+/* SHARC_CUDA_PATH=ipc, all of comm's ranks on one host, one of the four
+ * collectives it implements (the others take the staged path). */
 static int ipc_takes(const coll_call_t *call) {
   const char *path = param_str(PARAM_CUDA_PATH);
-  return call->coll != SCHED_BARRIER && dev_have_cuda() &&
-         call->comm->nhosts == 1 && path && !strcmp(path, "ipc");
+  return (call->coll == SCHED_ALL_GATHER ||
+          call->coll == SCHED_REDUCE_SCATTER ||
+          call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_BROADCAST) &&
+         dev_have_cuda() && call->comm->nhosts == 1 && path &&
+         !strcmp(path, "ipc");
 }
 
 static sharc_status_t ipc_check_env(const char *fn) {

@@ -77,21 +77,21 @@ static void plan_call(const coll_call_t *c, plan_t *p) {
   p->r = c->recvbuf;
   if (c->coll == SCHED_BARRIER)
     return;
-  int rank = c->comm->rank;
+  int rank = c->comm->rank, root = rank == c->root;
   size_t cb = c->count * sharc_dtype_size(c->dtype);
-  size_t off = (size_t)rank * cb;
-  int inplace = c->coll == SCHED_ALL_GATHER       ? p->s == p->r + off
-                : c->coll == SCHED_REDUCE_SCATTER ? p->r == p->s + off
-                                                  : p->s == p->r;
+  int inplace = call_inplace(c, sharc_dtype_size(c->dtype));
   int sdev, rdev;
   if (inplace) {
-    sdev = rdev =
-        dev_is_device_ptr(c->coll == SCHED_REDUCE_SCATTER ? p->s : p->r);
+    int send_outer =
+        c->coll == SCHED_REDUCE_SCATTER || c->coll == SCHED_SCATTER;
+    sdev = rdev = dev_is_device_ptr(send_outer ? p->s : p->r);
   } else {
-    /* sendbuf is read on the broadcast root only */
-    sdev = (c->coll != SCHED_BROADCAST || rank == c->root) &&
-           dev_is_device_ptr(p->s);
-    rdev = dev_is_device_ptr(p->r);
+    /* buffers a rooted collective reads or writes on the root only */
+    sdev =
+        (root || !(c->coll == SCHED_BROADCAST || c->coll == SCHED_SCATTER)) &&
+        dev_is_device_ptr(p->s);
+    rdev = (root || !(c->coll == SCHED_REDUCE || c->coll == SCHED_GATHER)) &&
+           dev_is_device_ptr(p->r);
   }
   devpipe_layout(c->coll, rank, c->comm->nranks, c->root, cb, inplace, sdev,
                  rdev, &p->l);

@@ -74,11 +74,10 @@ void rec_dump(const recorder_t *r, const char *why) {
     int state = atomic_load(&e->state);
     if (!state || GET(seq) != s)
       continue;
-    int coll = GET(coll),
-        reduces = coll == SCHED_ALL_REDUCE || coll == SCHED_REDUCE_SCATTER;
+    int coll = GET(coll), reduces = sched_coll_reduces((sched_coll_t)coll);
     uint64_t t0 = GET(t_start_ns);
     char what[256], root[24] = "";
-    if (coll == SCHED_BROADCAST)
+    if (sched_coll_rooted((sched_coll_t)coll))
       snprintf(root, sizeof root, " root %d", GET(root));
     snprintf(what, sizeof what, "#%llu %s %s x %zu%s%s%s, %s",
              (unsigned long long)s, sched_coll_name((sched_coll_t)coll),

@@ -6,7 +6,7 @@
  *   sharcrun -n N bad_args
  *
  * Covers NULL buffers with count > 0, counts whose byte size overflows
- * size_t, unknown dtypes and ops, broadcast roots outside the communicator,
+ * size_t, unknown dtypes and ops, roots outside the communicator,
  * a NULL communicator, NULL output pointers, sharc_comm_init_rank with bad
  * arguments or a garbage unique id; plus the status/dtype/op name tables.
  * Every rank makes the same bad calls, so none of them may communicate.
@@ -178,6 +178,30 @@ static void check_bad_calls(int nranks) {
                  "broadcast(root -1)", "root");
   expect_invalid(sharc_broadcast(buf, out, 4, SHARC_F32, nranks, comm, NULL),
                  comm, "broadcast(root nranks)", "root");
+
+  /* reduce, gather, scatter: what is wrong on every rank alike (a buffer
+   * only the root needs may be NULL elsewhere) */
+  expect_invalid(
+      sharc_reduce(NULL, out, 3, SHARC_F32, SHARC_SUM, 0, comm, NULL), comm,
+      "reduce(sendbuf NULL, count 3)", nul);
+  expect_invalid(sharc_gather(NULL, out, 3, SHARC_F32, 0, comm, NULL), comm,
+                 "gather(sendbuf NULL, count 3)", nul);
+  expect_invalid(sharc_scatter(out, NULL, 3, SHARC_F32, 0, comm, NULL), comm,
+                 "scatter(recvbuf NULL, count 3)", nul);
+  expect_invalid(
+      sharc_reduce(buf, out, 4, SHARC_F32, (sharc_op_t)99, 0, comm, NULL), comm,
+      "reduce(op 99)", op);
+  expect_invalid(sharc_gather(buf, out, 4, (sharc_dtype_t)99, 0, comm, NULL),
+                 comm, "gather(dtype 99)", dt);
+  expect_invalid(sharc_gather(buf, out, big_ag, SHARC_F32, 0, comm, NULL), comm,
+                 "gather(count * 4 bytes * nranks overflows size_t)", cnt);
+  expect_invalid(
+      sharc_reduce(buf, out, 4, SHARC_F32, SHARC_SUM, nranks, comm, NULL), comm,
+      "reduce(root nranks)", "root");
+  expect_invalid(sharc_gather(buf, out, 4, SHARC_F32, -1, comm, NULL), comm,
+                 "gather(root -1)", "root");
+  expect_invalid(sharc_scatter(buf, out, 4, SHARC_F32, nranks, comm, NULL),
+                 comm, "scatter(root nranks)", "root");
 
   const char *nc = "comm|NULL|null";
   expect_invalid(

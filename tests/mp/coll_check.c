@@ -2,10 +2,12 @@
  * coll_check.c - multi-process correctness sweep of every sharc collective.
  *
  *   sharcrun -n N coll_check [--quick|--full|--small] [--types f32,bf16,...]
- *       [--colls ag,rs,ar,bc,barrier,stream,mem,split,cudaq] [--iters K]
+ *       [--colls ag,rs,ar,bc,barrier,stream,mem,split,cudaq,red,ga,sc]
+ *       [--iters K]
  *       [--seed S] [--mem host|cuda]
  *
- * Sweeps collective x dtype x op (or broadcast root) x in-place/out-of-place
+ * Sweeps collective (the rooted ones: broadcast, reduce, gather, scatter,
+ * over three roots) x dtype x op x in-place/out-of-place
  * x count {0, 1, 7, 1000, 1048579}; the large count runs for a
  * representative subset only (fewer with --quick) so the suite stays within
  * budget on 2 cores with 8 ranks and under AddressSanitizer. Every rank
@@ -44,13 +46,36 @@
 #include <cuda_runtime_api.h>
 #endif
 
-enum { C_AG, C_RS, C_AR, C_BC, C_BAR, C_STREAM, C_MEM, C_SPLIT, C_CUDAQ, C_N };
+enum {
+  C_AG,
+  C_RS,
+  C_AR,
+  C_BC,
+  C_BAR,
+  C_STREAM,
+  C_MEM,
+  C_SPLIT,
+  C_CUDAQ,
+  C_RED,
+  C_GA,
+  C_SC,
+  C_N
+};
 static const char *coll_name[C_N] = {
-    "all_gather", "reduce_scatter", "all_reduce",
-    "broadcast",  "barrier",        "stream",
-    "mem",        "split",          "cuda_queue"};
-static const char *coll_short[C_N] = {
-    "ag", "rs", "ar", "bc", "barrier", "stream", "mem", "split", "cudaq"};
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast",
+    "barrier",    "stream",         "mem",        "split",
+    "cuda_queue", "reduce",         "gather",     "scatter"};
+static const char *coll_short[C_N] = {"ag",      "rs",     "ar",  "bc",
+                                      "barrier", "stream", "mem", "split",
+                                      "cudaq",   "red",    "ga",  "sc"};
+/* The collectives the sweep runs, in order. */
+static const int sweep_colls[] = {C_AG,  C_RS,  C_AR, C_BC,
+                                  C_BAR, C_RED, C_GA, C_SC};
+
+/* Broadcast, reduce, gather, scatter. */
+static int rooted(int coll) {
+  return coll == C_BC || coll == C_RED || coll == C_GA || coll == C_SC;
+}
 
 #define LARGE                                                                  \
   ((size_t)1048579)  /* elements (per rank for AG/RS), odd on purpose */
@@ -82,6 +107,13 @@ static const struct {
     {C_BC, SHARC_F32, 0, 0, 1},
     {C_BC, SHARC_U64, 1, 1, 0},
     {C_BC, SHARC_BF16, 2, 0, 0},
+    {C_RED, SHARC_F32, SHARC_SUM, 0, 1},
+    {C_RED, SHARC_BF16, SHARC_AVG, 1, 0},
+    {C_RED, SHARC_I64, SHARC_MAX, 0, 0},
+    {C_GA, SHARC_F32, 0, 0, 1},
+    {C_GA, SHARC_U8, 1, 1, 0},
+    {C_SC, SHARC_F32, 0, 0, 1},
+    {C_SC, SHARC_F16, 2, 1, 0},
 };
 
 static struct {
@@ -114,11 +146,13 @@ typedef struct {
 
 static void fail_job(job_t *j, const char *what, size_t idx, const char *es,
                      const char *gs) {
-  char op[32];
+  char op[48];
   j->ok = 0;
   if (X.printed++ >= MAX_PRINT)
     return;
-  if (j->coll == C_BC)
+  if (j->coll == C_RED)
+    snprintf(op, sizeof op, "op=%s root=%d", data_op_name[j->op], j->root);
+  else if (rooted(j->coll))
     snprintf(op, sizeof op, "root=%d", j->root);
   else
     snprintf(op, sizeof op, "op=%s",
@@ -203,34 +237,43 @@ static int job_prepare(job_t *j) {
   j->d = (data_spec_t){j->dt, j->op, X.n, X.seed * 1000003u + ++X.jobno};
   if (j->coll == C_BAR)
     return 1;
-  if (j->coll == C_AG)
+  int root = X.rank == j->root;
+  /* reduce, gather and scatter run in place on the root only */
+  int ip = j->inplace && (root || j->coll == C_BC || !rooted(j->coll));
+  if (j->coll == C_AG || (j->coll == C_GA && root))
     rel = n * c, sel = c;
-  else if (j->coll == C_RS)
-    rel = j->inplace ? n * c : c, sel = n * c;
+  else if (j->coll == C_RS || (j->coll == C_SC && root))
+    rel = ip ? n * c : c, sel = n * c;
+  else if (j->coll == C_GA || j->coll == C_RED)
+    rel = root ? c : 0, sel = c; /* off the root: no result */
+  else if (j->coll == C_SC)
+    rel = c, sel = 0; /* off the root: no input */
   else
     rel = sel = c;
   j->rbytes = rel * sz;
   if (!(j->rb = galloc(j, j->rbytes)))
     return 0;
-  if (!j->inplace) {
+  if (!ip) {
     j->sbytes = sel * sz;
     if (!(j->sb = galloc(j, j->sbytes)))
       return 0;
   }
-  unsigned char *in = j->inplace ? j->rb : j->sb;
+  unsigned char *in = ip ? j->rb : j->sb;
   j->recv = j->rb;
   j->send = in;
-  if (j->coll == C_AG && j->inplace)
+  if ((j->coll == C_AG || j->coll == C_GA) && ip)
     j->send = in = j->rb + r * c * sz;
-  if (j->coll == C_RS && j->inplace)
+  if ((j->coll == C_RS || j->coll == C_SC) && ip)
     j->recv = j->rb + r * c * sz;
-  if (j->coll == C_BC) {
-    if (X.rank == j->root)
-      fill(j, in, j->root, c);
+  if (j->coll == C_BC || j->coll == C_SC) {
+    if (root)
+      fill(j, in, j->root, sel);
     else if (!j->inplace && c == 7)
       j->send = NULL; /* allowed off the root */
   } else {
     fill(j, in, X.rank, sel);
+    if ((j->coll == C_RED || j->coll == C_GA) && !root && c == 7)
+      j->recv = NULL; /* allowed off the root */
   }
   return 1;
 }
@@ -248,6 +291,13 @@ static sharc_status_t job_launch(job_t *j, sharc_stream_t s) {
   case C_BC:
     return sharc_broadcast(j->send, j->recv, j->count, j->dt, j->root, X.comm,
                            s);
+  case C_RED:
+    return sharc_reduce(j->send, j->recv, j->count, j->dt, j->op, j->root,
+                        X.comm, s);
+  case C_GA:
+    return sharc_gather(j->send, j->recv, j->count, j->dt, j->root, X.comm, s);
+  case C_SC:
+    return sharc_scatter(j->send, j->recv, j->count, j->dt, j->root, X.comm, s);
   default:
     return sharc_barrier(X.comm, s);
   }
@@ -259,15 +309,21 @@ static void job_verify(job_t *j) {
          first = 0;
   char es[64], gs[64], fes[64] = "", fgs[64] = "";
   const unsigned char *out = j->recv;
-  size_t nout = j->coll == C_AG ? n * c : j->coll == C_BAR ? 0 : c;
+  int root = X.rank == j->root;
+  size_t nout = j->coll == C_AG || (j->coll == C_GA && root)     ? n * c
+                : j->coll == C_BAR                               ? 0
+                : (j->coll == C_GA || j->coll == C_RED) && !root ? 0
+                                                                 : c;
   if (!j->rb && j->coll != C_BAR)
     nout = 0; /* allocation failed, already counted */
   for (size_t k = 0; k < nout; k++) {
     data_val_t e;
-    if (j->coll == C_AG)
+    if (j->coll == C_AG || j->coll == C_GA)
       e = data_gen(&j->d, (int)(k / c), k % c);
     else if (j->coll == C_BC)
       e = data_gen(&j->d, j->root, k);
+    else if (j->coll == C_SC)
+      e = data_gen(&j->d, j->root, (size_t)X.rank * c + k);
     else
       e = data_reference(&j->d, j->coll == C_RS ? (size_t)X.rank * c + k : k);
     if (!data_matches(&j->d, out + k * sz, e, es, gs) && bad++ == 0) {
@@ -281,8 +337,9 @@ static void job_verify(job_t *j) {
     fail_job(j, what, first, fes, fgs);
   }
   /* out of place: the send buffer must be unmodified */
-  if (j->sb && j->send && (j->coll != C_BC || X.rank == j->root)) {
-    int r = j->coll == C_BC ? j->root : X.rank;
+  int from_root = j->coll == C_BC || j->coll == C_SC;
+  if (j->sb && j->send && (!from_root || root)) {
+    int r = from_root ? j->root : X.rank;
     unsigned char want[8];
     for (size_t k = 0; k < j->sbytes / sz; k++) {
       data_put(&j->d, want, data_gen(&j->d, r, k));
@@ -337,7 +394,9 @@ static int large_ok(int coll, int dt, int opsel, int inplace) {
 
 static void sweep(void) {
   int roots[3] = {0, X.n - 1, X.n / 2};
-  for (int coll = C_AG; coll <= C_BAR && !X.dead; coll++) {
+  for (size_t k = 0; k < sizeof sweep_colls / sizeof *sweep_colls && !X.dead;
+       k++) {
+    int coll = sweep_colls[k];
     if (!(X.colls & (1u << coll)))
       continue;
     if (coll == C_BAR) {
@@ -345,14 +404,17 @@ static void sweep(void) {
       run_blocking(&j);
       continue;
     }
-    int nsel = coll == C_AG ? 1 : coll == C_BC ? 3 : SHARC_OP_COUNT;
+    /* sel: the op (reductions), else the root (rooted collectives) */
+    int nsel = coll == C_AG                                   ? 1
+               : coll == C_BC || coll == C_GA || coll == C_SC ? 3
+                                                              : SHARC_OP_COUNT;
+    int by_root = coll == C_BC || coll == C_GA || coll == C_SC;
     for (int dt = 0; dt < SHARC_DTYPE_COUNT; dt++) {
       if (!(X.types & (1u << dt)))
         continue;
       for (int sel = 0; sel < nsel; sel++) {
-        if (coll == C_BC &&
-            ((sel == 1 && roots[1] == 0) ||
-             (sel == 2 && (roots[2] == 0 || roots[2] == roots[1]))))
+        if (by_root && ((sel == 1 && roots[1] == 0) ||
+                        (sel == 2 && (roots[2] == 0 || roots[2] == roots[1]))))
           continue; /* duplicate root on small communicators */
         for (int ip = 0; ip < 2; ip++) {
           for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
@@ -364,8 +426,11 @@ static void sweep(void) {
                        .inplace = ip,
                        .count = counts[ci],
                        .dev = X.cuda};
-            j.op = coll == C_AG || coll == C_BC ? DATA_OP_COPY : sel;
-            j.root = coll == C_BC ? roots[sel] : 0;
+            j.op = coll == C_AG || by_root ? DATA_OP_COPY : sel;
+            /* reduce: each op at one of the roots, in turn */
+            j.root = by_root         ? roots[sel]
+                     : coll == C_RED ? roots[(sel + dt + (int)ci) % 3]
+                                     : 0;
             run_blocking(&j);
             if (X.dead)
               return;

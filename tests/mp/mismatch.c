@@ -13,6 +13,9 @@
  *   root     broadcast root 1 on rank N-1, root 0 elsewhere
  *   barrier  rank N-1 calls all_reduce(1, float, sum), the others barrier
  *   rs       reduce_scatter recvcount 128 on rank N-1, 256 elsewhere
+ *   reduce   reduce (sum) to root 1 on rank N-1, to root 0 elsewhere
+ *   gather   rank N-1 calls scatter(512, float, root 0), the others
+ *            gather(512, float, root 0)
  *   groups   all_reduce count 1000 on even ranks, 1001 on odd ranks
  *   many     all_reduce count 1000 + rank: one group per rank; the message
  *            names the first ones and counts the rest
@@ -102,7 +105,8 @@ int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr,
             "usage: sharcrun -n N mismatch "
-            "coll|count|dtype|op|root|barrier|rs|groups|many|inplace\n");
+            "coll|count|dtype|op|root|barrier|rs|reduce|gather|groups|many|"
+            "inplace\n");
     return 2;
   }
   cname = argv[1];
@@ -174,6 +178,16 @@ int main(int argc, char **argv) {
                               comm, NULL);
     snprintf(sig_a, sizeof sig_a, "reduce_scatter(count 256, float, sum)");
     snprintf(sig_b, sizeof sig_b, "reduce_scatter(count 128, float, sum)");
+  } else if (!strcmp(cname, "reduce")) {
+    st = sharc_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, odd ? 1 : 0, comm,
+                      NULL);
+    snprintf(sig_a, sizeof sig_a, "reduce(count 1024, float, sum, root 0)");
+    snprintf(sig_b, sizeof sig_b, "reduce(count 1024, float, sum, root 1)");
+  } else if (!strcmp(cname, "gather")) {
+    st = odd ? sharc_scatter(in, out, 512, SHARC_F32, 0, comm, NULL)
+             : sharc_gather(in, out, 512, SHARC_F32, 0, comm, NULL);
+    snprintf(sig_a, sizeof sig_a, "gather(count 512, float, root 0)");
+    snprintf(sig_b, sizeof sig_b, "scatter(count 512, float, root 0)");
   } else if (!strcmp(cname, "groups")) {
     st = sharc_all_reduce(in, out, rank % 2 ? 1001 : 1000, SHARC_F32, SHARC_SUM,
                           comm, NULL);

@@ -72,7 +72,8 @@ run() { # run N CASE
 
 if [ "$mode" = on ]; then
   for n in 2 4; do
-    for c in coll count dtype op root barrier rs groups many inplace; do
+    for c in coll count dtype op root barrier rs reduce gather groups many \
+      inplace; do
       run $n $c
     done
   done

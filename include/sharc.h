@@ -290,7 +290,10 @@ SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
  *    sendbuf == recvbuf + root*count;
  *  - scatter: root's sendbuf holds nranks*count elements, block r goes to
  *    rank r's recvbuf (sendbuf may be NULL off root); in place on root
- *    when recvbuf == sendbuf + root*count.
+ *    when recvbuf == sendbuf + root*count;
+ *  - all-to-all: sendbuf and recvbuf hold nranks*count elements; block p
+ *    of sendbuf goes to rank p, block p of recvbuf comes from rank p; in
+ *    place when sendbuf == recvbuf.
  * A count of 0 returns SHARC_OK at once and moves nothing.
  * Errors: SHARC_ERR_INVALID_ARG for bad arguments (the message says which),
  * SHARC_ERR_PEER_LOST when a peer died (naming it), SHARC_ERR_TIMEOUT when
@@ -299,7 +302,8 @@ SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
  * The algorithm is picked by a cost model; SHARC_ALGO=ring|tree|hier forces
  * one (hier: two levels across hosts, for all-gather, reduce-scatter and
  * all-reduce; gather and scatter have one algorithm, direct: every block
- * straight between its rank and the root). Across hosts, rings run in a
+ * straight between its rank and the root; all-to-all's direct one is a
+ * pairwise exchange). Across hosts, rings run in a
  * topology order that visits each host's ranks consecutively.
  */
 SHARC_API sharc_status_t sharc_all_gather(const void *sendbuf, void *recvbuf,
@@ -331,6 +335,11 @@ SHARC_API sharc_status_t sharc_scatter(const void *sendbuf, void *recvbuf,
                                        size_t count, sharc_dtype_t dtype,
                                        int root, sharc_comm_t comm,
                                        sharc_stream_t stream);
+/* count: elements per peer (each buffer holds nranks*count). */
+SHARC_API sharc_status_t sharc_all_to_all(const void *sendbuf, void *recvbuf,
+                                          size_t count, sharc_dtype_t dtype,
+                                          sharc_comm_t comm,
+                                          sharc_stream_t stream);
 /* Returns (or, on a stream, completes) once every rank has entered it. */
 SHARC_API sharc_status_t sharc_barrier(sharc_comm_t comm,
                                        sharc_stream_t stream);

@@ -113,9 +113,11 @@ double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
   case SCHED_ALGO_RABENSEIFNER:
     return 2.0 * lp * a + 2.0 * (p - 1) / p * B / farbw +
            (fold ? 2 * msg(B, a, farbw) : 0);
-  case SCHED_ALGO_DIRECT: /* one round; the root's links carry n-1 blocks */
-    return a + (n - 1) * B / bw;
-  case SCHED_ALGO_HIER: /* one host: a ring over carrier sets */
+  case SCHED_ALGO_DIRECT:
+    if (coll == SCHED_ALL_TO_ALL) /* n-1 rounds of one block each way */
+      return (n - 1) * msg(B, a, bw);
+    return a + (n - 1) * B / bw; /* one round; the root's links: n-1 blocks */
+  case SCHED_ALGO_HIER:          /* one host: a ring over carrier sets */
     return hier_cost(coll, 1, n, B, a, bw, a, bw);
   case SCHED_ALGO_DBTREE: {
     /* Each tree carries B/2 up then down, pipelined over ~2*depth hops.

@@ -31,7 +31,8 @@ static const gen_fn generators[SCHED_ALGO_COUNT][SCHED_COLL_COUNT] = {
                          [SCHED_REDUCE_SCATTER] = hier_reduce_scatter_schedule,
                          [SCHED_ALL_REDUCE] = hier_all_reduce_schedule},
     [SCHED_ALGO_DIRECT] = {[SCHED_GATHER] = direct_gather_schedule,
-                           [SCHED_SCATTER] = direct_scatter_schedule},
+                           [SCHED_SCATTER] = direct_scatter_schedule,
+                           [SCHED_ALL_TO_ALL] = direct_all_to_all_schedule},
 };
 
 int sched_algo_supports(sched_algo_t algo, sched_coll_t coll) {

@@ -140,8 +140,8 @@ sharc_status_t sched_finish(sched_t *s) {
 static const char *const algo_names[SCHED_ALGO_COUNT] = {
     "ring", "tree", "rabenseifner", "dbtree", "hier", "direct"};
 static const char *const coll_names[SCHED_COLL_COUNT] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast",
-    "barrier",    "reduce",         "gather",     "scatter"};
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier",
+    "reduce",     "gather",         "scatter",    "all_to_all"};
 
 const char *sched_algo_name(sched_algo_t algo) {
   return (unsigned)algo < SCHED_ALGO_COUNT ? algo_names[algo] : "?";
@@ -155,6 +155,6 @@ const char *sched_coll_fn(sched_coll_t coll) {
   static const char *const fn[SCHED_COLL_COUNT] = {
       "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
       "sharc_broadcast",  "sharc_barrier",        "sharc_reduce",
-      "sharc_gather",     "sharc_scatter"};
+      "sharc_gather",     "sharc_scatter",        "sharc_all_to_all"};
   return (unsigned)coll < SCHED_COLL_COUNT ? fn[coll] : "sharc_?";
 }

@@ -67,6 +67,7 @@ typedef enum {
   SCHED_REDUCE,  /* to a root */
   SCHED_GATHER,  /* to a root */
   SCHED_SCATTER, /* from a root */
+  SCHED_ALL_TO_ALL,
   SCHED_COLL_COUNT
 } sched_coll_t;
 
@@ -93,7 +94,8 @@ typedef enum {
                         all-reduce): within each host, one exchange per host
                         pair, within each host again */
   SCHED_ALGO_DIRECT, /* gather, scatter: every block straight between its
-                        rank and the root, in one round */
+                        rank and the root, in one round; all-to-all:
+                        pairwise exchange */
   SCHED_ALGO_COUNT
 } sched_algo_t;
 
@@ -101,8 +103,9 @@ typedef struct {
   sched_coll_t coll;
   int rank, nranks;
   /* NCCL semantics: all-gather sendcount per rank; reduce-scatter recvcount
-   * per rank; all-reduce, broadcast and reduce the whole count; gather and
-   * scatter one rank's block. Barrier: ignored. */
+   * per rank; all-reduce, broadcast and reduce the whole count; gather,
+   * scatter and all-to-all one block (all-to-all: one rank's block for one
+   * peer). Barrier: ignored. */
   size_t count;
   int root;     /* broadcast, reduce, gather, scatter */
   int inplace;  /* see sharc.h for where the in-place sendbuf lies */

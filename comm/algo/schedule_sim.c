@@ -267,6 +267,9 @@ static sharc_status_t alloc_rank(sim_t *m, int r) {
     sl = r == a->root ? n * c : 0;
     rl = c;
     break;
+  case SCHED_ALL_TO_ALL:
+    sl = rl = n * c;
+    break;
   default:
     break;
   }
@@ -579,13 +582,17 @@ static sharc_status_t check_result(sim_t *m, int bitwise_equal) {
     const uint8_t *out = m->st[r].buf[SCHED_BUF_RECV];
     size_t len = m->st[r].len[SCHED_BUF_RECV];
     if (a->coll == SCHED_ALL_GATHER || a->coll == SCHED_BROADCAST ||
-        a->coll == SCHED_GATHER || a->coll == SCHED_SCATTER) {
+        a->coll == SCHED_GATHER || a->coll == SCHED_SCATTER ||
+        a->coll == SCHED_ALL_TO_ALL) {
       for (size_t i = 0; i < len; i++) {
-        int blocks = a->coll == SCHED_ALL_GATHER || a->coll == SCHED_GATHER;
+        int blocks = a->coll == SCHED_ALL_GATHER || a->coll == SCHED_GATHER ||
+                     a->coll == SCHED_ALL_TO_ALL;
         int src = blocks ? (int)(i / c) : a->root;
-        size_t si = blocks                     ? i % c
-                    : a->coll == SCHED_SCATTER ? (size_t)r * c + i
-                                               : i;
+        /* all-to-all: RECV block p is rank p's SEND block r */
+        size_t si = a->coll == SCHED_ALL_TO_ALL ? (size_t)r * c + i % c
+                    : blocks                    ? i % c
+                    : a->coll == SCHED_SCATTER  ? (size_t)r * c + i
+                                                : i;
         store(m->dtype, tmp, 0, gen(m, src, si));
         if (memcmp(out + i * es, tmp, es) != 0)
           return mismatch(m, r, i, gen(m, src, si), load(m->dtype, out, i));

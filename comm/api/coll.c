@@ -221,11 +221,11 @@ static sharc_status_t validate(const coll_call_t *c) {
   if (c->coll == SCHED_BARRIER || c->count == 0)
     return SHARC_OK;
   size_t esize = sharc_dtype_size(c->dtype);
-  size_t per =
-      (c->coll == SCHED_ALL_GATHER || c->coll == SCHED_REDUCE_SCATTER ||
-       c->coll == SCHED_GATHER || c->coll == SCHED_SCATTER)
-          ? (size_t)comm->nranks
-          : 1;
+  size_t per = (c->coll == SCHED_ALL_GATHER ||
+                c->coll == SCHED_REDUCE_SCATTER || c->coll == SCHED_GATHER ||
+                c->coll == SCHED_SCATTER || c->coll == SCHED_ALL_TO_ALL)
+                   ? (size_t)comm->nranks
+                   : 1;
   if (c->count > SIZE_MAX / esize / per)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: count %zu x %zu ranks x %zu bytes overflows the "
@@ -244,8 +244,10 @@ static sharc_status_t validate(const coll_call_t *c) {
                       "%s: recvbuf is NULL with count %zu%s", fn, c->count,
                       sched_coll_rooted(c->coll) ? " on the root" : "");
   if (need_send && need_recv && !call_inplace(c, esize)) {
-    int sblocks = c->coll == SCHED_REDUCE_SCATTER || c->coll == SCHED_SCATTER;
-    int rblocks = c->coll == SCHED_ALL_GATHER || c->coll == SCHED_GATHER;
+    int a2a = c->coll == SCHED_ALL_TO_ALL;
+    int sblocks =
+        a2a || c->coll == SCHED_REDUCE_SCATTER || c->coll == SCHED_SCATTER;
+    int rblocks = a2a || c->coll == SCHED_ALL_GATHER || c->coll == SCHED_GATHER;
     size_t sbytes = c->count * esize * (sblocks ? per : 1);
     size_t rbytes = c->count * esize * (rblocks ? per : 1);
     uintptr_t s0 = (uintptr_t)c->sendbuf, r0 = (uintptr_t)c->recvbuf;
@@ -355,6 +357,13 @@ sharc_status_t sharc_scatter(const void *sendbuf, void *recvbuf, size_t count,
                              sharc_dtype_t dtype, int root, sharc_comm_t comm,
                              sharc_stream_t stream) {
   return call(SCHED_SCATTER, sendbuf, recvbuf, count, dtype, SHARC_SUM, root,
+              comm, stream);
+}
+
+sharc_status_t sharc_all_to_all(const void *sendbuf, void *recvbuf,
+                                size_t count, sharc_dtype_t dtype,
+                                sharc_comm_t comm, sharc_stream_t stream) {
+  return call(SCHED_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, SHARC_SUM, 0,
               comm, stream);
 }
 

@@ -61,6 +61,7 @@ int call_inplace(const coll_call_t *c, size_t esize) {
     return r == s + off;
   case SCHED_ALL_REDUCE:
   case SCHED_BROADCAST:
+  case SCHED_ALL_TO_ALL:
     return s == r;
   case SCHED_REDUCE: /* one buffer, and so one layout, on the root only */
     return root && s == r;

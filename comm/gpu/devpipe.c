@@ -25,8 +25,9 @@ void devpipe_layout(sched_coll_t coll, int rank, int nranks, int root,
   size_t sb = bytes, rb = bytes; /* the send and receive regions */
   int is_root = rank == root;
   /* blocks: the buffer of n blocks (the others' are one) */
-  int rblocks = coll == SCHED_ALL_GATHER || coll == SCHED_GATHER;
-  int sblocks = coll == SCHED_REDUCE_SCATTER || coll == SCHED_SCATTER;
+  int a2a = coll == SCHED_ALL_TO_ALL; /* both */
+  int rblocks = a2a || coll == SCHED_ALL_GATHER || coll == SCHED_GATHER;
+  int sblocks = a2a || coll == SCHED_REDUCE_SCATTER || coll == SCHED_SCATTER;
   if (rblocks)
     rb = n * bytes;
   if (sblocks)
@@ -42,8 +43,8 @@ void devpipe_layout(sched_coll_t coll, int rank, int nranks, int root,
     size_t own = (size_t)rank * bytes; /* the inner buffer's offset */
     l->stage_bytes = rblocks ? rb : sblocks ? sb : bytes;
     l->send_staged = l->recv_staged = 1;
-    l->send_off = rblocks ? own : 0;
-    l->recv_off = sblocks ? own : 0;
+    l->send_off = rblocks && !a2a ? own : 0;
+    l->recv_off = sblocks && !a2a ? own : 0;
     l->d2h_off = l->send_off;
     l->d2h_bytes = sb;
     l->h2d_off = l->recv_off;

@@ -202,6 +202,11 @@ static void check_bad_calls(int nranks) {
                  "gather(root -1)", "root");
   expect_invalid(sharc_scatter(buf, out, 4, SHARC_F32, nranks, comm, NULL),
                  comm, "scatter(root nranks)", "root");
+  expect_invalid(sharc_all_to_all(NULL, out, 3, SHARC_F32, comm, NULL), comm,
+                 "all_to_all(sendbuf NULL, count 3)", nul);
+  expect_invalid(sharc_all_to_all(buf, out, big_ag, SHARC_F32, comm, NULL),
+                 comm, "all_to_all(count * 4 bytes * nranks overflows size_t)",
+                 cnt);
 
   const char *nc = "comm|NULL|null";
   expect_invalid(

@@ -2,7 +2,7 @@
  * coll_check.c - multi-process correctness sweep of every sharc collective.
  *
  *   sharcrun -n N coll_check [--quick|--full|--small] [--types f32,bf16,...]
- *       [--colls ag,rs,ar,bc,barrier,stream,mem,split,cudaq,red,ga,sc]
+ *       [--colls ag,rs,ar,bc,barrier,stream,mem,split,cudaq,red,ga,sc,a2a]
  *       [--iters K]
  *       [--seed S] [--mem host|cuda]
  *
@@ -59,18 +59,20 @@ enum {
   C_RED,
   C_GA,
   C_SC,
+  C_A2A,
   C_N
 };
 static const char *coll_name[C_N] = {
     "all_gather", "reduce_scatter", "all_reduce", "broadcast",
     "barrier",    "stream",         "mem",        "split",
-    "cuda_queue", "reduce",         "gather",     "scatter"};
-static const char *coll_short[C_N] = {"ag",      "rs",     "ar",  "bc",
-                                      "barrier", "stream", "mem", "split",
-                                      "cudaq",   "red",    "ga",  "sc"};
+    "cuda_queue", "reduce",         "gather",     "scatter",
+    "all_to_all"};
+static const char *coll_short[C_N] = {
+    "ag",    "rs",    "ar",  "bc", "barrier", "stream", "mem",
+    "split", "cudaq", "red", "ga", "sc",      "a2a"};
 /* The collectives the sweep runs, in order. */
-static const int sweep_colls[] = {C_AG,  C_RS,  C_AR, C_BC,
-                                  C_BAR, C_RED, C_GA, C_SC};
+static const int sweep_colls[] = {C_AG,  C_RS, C_AR, C_BC, C_BAR,
+                                  C_RED, C_GA, C_SC, C_A2A};
 
 /* Broadcast, reduce, gather, scatter. */
 static int rooted(int coll) {
@@ -114,6 +116,8 @@ static const struct {
     {C_GA, SHARC_U8, 1, 1, 0},
     {C_SC, SHARC_F32, 0, 0, 1},
     {C_SC, SHARC_F16, 2, 1, 0},
+    {C_A2A, SHARC_F32, DATA_OP_COPY, 0, 1},
+    {C_A2A, SHARC_BF16, DATA_OP_COPY, 1, 0},
 };
 
 static struct {
@@ -156,7 +160,7 @@ static void fail_job(job_t *j, const char *what, size_t idx, const char *es,
     snprintf(op, sizeof op, "root=%d", j->root);
   else
     snprintf(op, sizeof op, "op=%s",
-             j->coll == C_AG ? "-" : data_op_name[j->op]);
+             j->coll == C_AG || j->coll == C_A2A ? "-" : data_op_name[j->op]);
   printf("coll_check FAIL: coll=%s dtype=%s %s inplace=%d count=%zu%s: %s "
          "index=%zu "
          "expected=%s got=%s\n",
@@ -240,7 +244,9 @@ static int job_prepare(job_t *j) {
   int root = X.rank == j->root;
   /* reduce, gather and scatter run in place on the root only */
   int ip = j->inplace && (root || j->coll == C_BC || !rooted(j->coll));
-  if (j->coll == C_AG || (j->coll == C_GA && root))
+  if (j->coll == C_A2A)
+    rel = sel = n * c;
+  else if (j->coll == C_AG || (j->coll == C_GA && root))
     rel = n * c, sel = c;
   else if (j->coll == C_RS || (j->coll == C_SC && root))
     rel = ip ? n * c : c, sel = n * c;
@@ -298,6 +304,8 @@ static sharc_status_t job_launch(job_t *j, sharc_stream_t s) {
     return sharc_gather(j->send, j->recv, j->count, j->dt, j->root, X.comm, s);
   case C_SC:
     return sharc_scatter(j->send, j->recv, j->count, j->dt, j->root, X.comm, s);
+  case C_A2A:
+    return sharc_all_to_all(j->send, j->recv, j->count, j->dt, X.comm, s);
   default:
     return sharc_barrier(X.comm, s);
   }
@@ -310,7 +318,8 @@ static void job_verify(job_t *j) {
   char es[64], gs[64], fes[64] = "", fgs[64] = "";
   const unsigned char *out = j->recv;
   int root = X.rank == j->root;
-  size_t nout = j->coll == C_AG || (j->coll == C_GA && root)     ? n * c
+  int whole = j->coll == C_AG || j->coll == C_A2A || (j->coll == C_GA && root);
+  size_t nout = whole                                            ? n * c
                 : j->coll == C_BAR                               ? 0
                 : (j->coll == C_GA || j->coll == C_RED) && !root ? 0
                                                                  : c;
@@ -320,6 +329,8 @@ static void job_verify(job_t *j) {
     data_val_t e;
     if (j->coll == C_AG || j->coll == C_GA)
       e = data_gen(&j->d, (int)(k / c), k % c);
+    else if (j->coll == C_A2A) /* block p: rank p's block for this rank */
+      e = data_gen(&j->d, (int)(k / c), (size_t)X.rank * c + k % c);
     else if (j->coll == C_BC)
       e = data_gen(&j->d, j->root, k);
     else if (j->coll == C_SC)
@@ -405,7 +416,7 @@ static void sweep(void) {
       continue;
     }
     /* sel: the op (reductions), else the root (rooted collectives) */
-    int nsel = coll == C_AG                                   ? 1
+    int nsel = coll == C_AG || coll == C_A2A                  ? 1
                : coll == C_BC || coll == C_GA || coll == C_SC ? 3
                                                               : SHARC_OP_COUNT;
     int by_root = coll == C_BC || coll == C_GA || coll == C_SC;
@@ -418,7 +429,7 @@ static void sweep(void) {
           continue; /* duplicate root on small communicators */
         for (int ip = 0; ip < 2; ip++) {
           for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
-            int opsel = coll == C_AG ? DATA_OP_COPY : sel;
+            int opsel = coll == C_AG || coll == C_A2A ? DATA_OP_COPY : sel;
             if (counts[ci] == LARGE && !large_ok(coll, dt, opsel, ip))
               continue;
             job_t j = {.coll = coll,
@@ -426,7 +437,8 @@ static void sweep(void) {
                        .inplace = ip,
                        .count = counts[ci],
                        .dev = X.cuda};
-            j.op = coll == C_AG || by_root ? DATA_OP_COPY : sel;
+            j.op =
+                coll == C_AG || coll == C_A2A || by_root ? DATA_OP_COPY : sel;
             /* reduce: each op at one of the roots, in turn */
             j.root = by_root         ? roots[sel]
                      : coll == C_RED ? roots[(sel + dt + (int)ci) % 3]

@@ -536,7 +536,8 @@ static void test_pick(void) {
       sched_algo_t big =
           sched_pick((sched_coll_t)co, n, (size_t)1 << 30, alpha, beta);
       sched_algo_t small = sched_pick((sched_coll_t)co, n, 8, alpha, beta);
-      if (co == SCHED_GATHER || co == SCHED_SCATTER) { /* one algorithm */
+      if (co == SCHED_GATHER || co == SCHED_SCATTER ||
+          co == SCHED_ALL_TO_ALL) { /* one algorithm */
         EXPECT(big == SCHED_ALGO_DIRECT && small == SCHED_ALGO_DIRECT,
                "%s picked %s and %s", sched_coll_name((sched_coll_t)co),
                sched_algo_name(big), sched_algo_name(small));

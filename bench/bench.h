@@ -19,8 +19,21 @@
 
 #include "sharc.h"
 
-typedef enum { C_AG, C_RS, C_AR, C_BC, C_N } coll_t;
+/* nccl-tests' collectives (its names, all_to_all for its alltoall); the
+ * order is the tables' order in `sharc-bench all`. */
+typedef enum { C_AG, C_RS, C_AR, C_BC, C_RD, C_GA, C_SC, C_AA, C_N } coll_t;
 extern const char *const bench_coll_names[C_N];
+/* Collectives that take a reduction op (-o), and a root (-r). */
+static inline int bench_coll_reduces(coll_t c) {
+  return c == C_RS || c == C_AR || c == C_RD;
+}
+static inline int bench_coll_rooted(coll_t c) {
+  return c == C_BC || c == C_RD || c == C_GA || c == C_SC;
+}
+/* Results only the root receives (checked there alone). */
+static inline int bench_coll_root_only(coll_t c) {
+  return c == C_RD || c == C_GA;
+}
 
 /* Options, with nccl-tests' meanings and defaults. */
 typedef struct {
@@ -47,6 +60,9 @@ typedef struct backend {
   int rank, nranks, nhosts, local_rank;
   void *ctx;
   int (*supports)(struct backend *b, coll_t c, sharc_dtype_t dt, int op);
+  /* 0 when the backend has no in-place form of c (the in-place column
+   * prints N/A); NULL: every collective has one. */
+  int (*inplace)(struct backend *b, coll_t c);
   int (*coll)(struct backend *b, coll_t c, const void *s, void *r, size_t count,
               sharc_dtype_t dt, sharc_op_t op, int root, int blocking);
   /* Waits for every enqueued operation (no-op for blocking backends). */
@@ -61,7 +77,8 @@ typedef struct backend {
 } backend_t;
 
 /* One result row: a size of one collective, type, op and root, with both
- * placements (0 out-of-place, 1 in-place). wrong < 0: not checked. */
+ * placements (0 out-of-place, 1 in-place). wrong < 0: not checked;
+ * time_us < 0: the backend does not run this placement (N/A). */
 typedef struct {
   coll_t coll;
   size_t size, count;
@@ -102,6 +119,9 @@ int bench_nccl_load(char *why, size_t n);
 int bench_nccl_init(backend_t *b, const opts_t *o, backend_t *host);
 /* "2.28.9" (empty before bench_nccl_load). */
 const char *bench_nccl_version(void);
+/* The optional collectives the loaded NCCL lacks ("ncclGather,
+ * ncclScatter"); empty when it has them all or none is loaded. */
+const char *bench_nccl_missing(void);
 int bench_nccl_version_code(void);
 
 /* bench_cuda.c: the CUDA runtime for --mem cuda. Without CUDA in the build
@@ -153,9 +173,11 @@ void bench_timeout_arm(int seconds);
  * is exact in the type for this rank count. */
 void data_fill(void *buf, size_t n, size_t base, sharc_dtype_t dt, int op,
                coll_t c, int r, int nranks);
-/* Wrong elements of result (n elements, global index base + i). */
+/* Wrong elements of rank's result (n elements, global index base + i);
+ * per_rank: elements per rank's block (the param count). */
 int64_t data_check(const void *buf, size_t n, size_t base, sharc_dtype_t dt,
-                   int op, coll_t c, int root, int nranks, size_t per_rank);
+                   int op, coll_t c, int root, int rank, int nranks,
+                   size_t per_rank);
 void data_corrupt(void *buf, sharc_dtype_t dt);
 const char *data_type_name(sharc_dtype_t dt); /* nccl-tests names */
 int data_parse_type(const char *s);           /* -1 all, -2 bad */

@@ -6,7 +6,9 @@
  * element type at this rank count (sums stay under the type's exact-integer
  * range: 256 for bfloat16, 2048 for half, 127 for int8), so the check is an
  * equality, except for avg of floating types (a division) which allows one
- * rounding of the type.
+ * rounding of the type. Collectives that move data without reducing it
+ * give each rank (and, all-to-all, each destination block) its own values,
+ * so a block delivered to the wrong place is counted wrong.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -177,10 +179,22 @@ static int is_float(sharc_dtype_t dt) {
          dt == SHARC_BF16;
 }
 
-/* Input element at global index g on rank r. */
+/* Collectives that copy their inputs (no reduction): values mod 61. */
+static int copies(coll_t c) {
+  return c == C_AG || c == C_BC || c == C_GA || c == C_SC;
+}
+
+/* All-to-all: element i of the block rank `from` sends to rank `to`. A
+ * block from another rank, or meant for another, differs (13 and 29 are
+ * prime to 61, up to 61 ranks). */
+static double a2a_value(size_t i, int from, int to) {
+  return (double)((i * 5 + (size_t)from * 13 + (size_t)to * 29) % 61);
+}
+
+/* Input element at global index g on rank r (all-to-all: a2a_value). */
 static double value(size_t g, int r, sharc_dtype_t dt, int op, coll_t c,
                     int nranks) {
-  if (c == C_AG || c == C_BC)
+  if (copies(c))
     return (double)((g * 5 + (size_t)r * 13) % 61);
   switch (op) {
   case SHARC_PROD: /* 1 everywhere but one rank per element */
@@ -195,26 +209,21 @@ static double value(size_t g, int r, sharc_dtype_t dt, int op, coll_t c,
 }
 
 /* Every input and expected value repeats along the global index with this
- * period (elements; for all-gather, within one rank's block), so fill and
- * check work on one period, typed, and copy or compare it along the buffer:
- * at 256 MiB the element-wise versions took longer than the timed
- * operations. */
+ * period (elements; for all-gather, gather and all-to-all, within one
+ * rank's block), so fill and check work on one period, typed, and copy or
+ * compare it along the buffer: at 256 MiB the element-wise versions took
+ * longer than the timed operations. */
 static size_t period(sharc_dtype_t dt, int op, coll_t c, int nranks) {
-  if (c == C_AG || c == C_BC)
+  if (copies(c) || c == C_AA)
     return 61;
   return op == SHARC_PROD                     ? 3 * (size_t)nranks
          : op == SHARC_MIN || op == SHARC_MAX ? 16
                                               : (size_t)sum_modulus(dt, nranks);
 }
 
-void data_fill(void *buf, size_t n, size_t base, sharc_dtype_t dt, int op,
-               coll_t c, int r, int nranks) {
-  size_t p = period(dt, op, c, nranks), ts = sharc_dtype_size(dt);
-  if (p > n)
-    p = n;
-  for (size_t i = 0; i < p; i++)
-    set(buf, i, dt, value(base + i, r, dt, op, c, nranks));
-  /* doubling copies of the first period: few, large memcpy calls */
+/* Copies buf's first p elements along its n: doubling copies, so few,
+ * large memcpy calls. */
+static void repeat(void *buf, size_t n, size_t p, size_t ts) {
   for (size_t have = p; p && have < n;) {
     size_t k = have - have % p, m = n - have < k ? n - have : k;
     memcpy((uint8_t *)buf + have * ts, buf, m * ts);
@@ -222,12 +231,35 @@ void data_fill(void *buf, size_t n, size_t base, sharc_dtype_t dt, int op,
   }
 }
 
+void data_fill(void *buf, size_t n, size_t base, sharc_dtype_t dt, int op,
+               coll_t c, int r, int nranks) {
+  size_t p = period(dt, op, c, nranks), ts = sharc_dtype_size(dt);
+  if (c == C_AA) { /* n = nranks blocks, block q for rank q */
+    size_t per = n / (size_t)nranks, m = p < per ? p : per;
+    for (int q = 0; q < nranks; q++) {
+      uint8_t *blk = (uint8_t *)buf + (size_t)q * per * ts;
+      for (size_t i = 0; i < m; i++)
+        set(blk, i, dt, a2a_value(i, r, q));
+      repeat(blk, per, m, ts);
+    }
+    return;
+  }
+  if (p > n)
+    p = n;
+  for (size_t i = 0; i < p; i++)
+    set(buf, i, dt, value(base + i, r, dt, op, c, nranks));
+  repeat(buf, n, p, ts);
+}
+
+/* Element g of rank's result. */
 static double expected(size_t g, sharc_dtype_t dt, int op, coll_t c, int root,
-                       int nranks, size_t per_rank) {
-  if (c == C_AG)
+                       int rank, int nranks, size_t per_rank) {
+  if (c == C_AG || c == C_GA) /* block q from rank q */
     return value(g % per_rank, (int)(g / per_rank), dt, op, c, nranks);
-  if (c == C_BC)
+  if (c == C_BC || c == C_SC) /* root's element g */
     return value(g, root, dt, op, c, nranks);
+  if (c == C_AA) /* block q: what rank q sent to rank */
+    return a2a_value(g % per_rank, (int)(g / per_rank), rank);
   double acc = value(g, 0, dt, op, c, nranks);
   for (int q = 1; q < nranks; q++) {
     double v = value(g, q, dt, op, c, nranks);
@@ -242,9 +274,11 @@ static double expected(size_t g, sharc_dtype_t dt, int op, coll_t c, int root,
 }
 
 int64_t data_check(const void *buf, size_t n, size_t base, sharc_dtype_t dt,
-                   int op, coll_t c, int root, int nranks, size_t per_rank) {
+                   int op, coll_t c, int root, int rank, int nranks,
+                   size_t per_rank) {
   double tol = 0;
-  if (op == SHARC_AVG && is_float(dt) && c != C_AG && c != C_BC)
+  int blocks = c == C_AG || c == C_GA || c == C_AA; /* values per block */
+  if (op == SHARC_AVG && is_float(dt) && !copies(c) && c != C_AA)
     tol = dt == SHARC_BF16  ? 1.0 / 128
           : dt == SHARC_F16 ? 1.0 / 1024
           : dt == SHARC_F32 ? 1e-6
@@ -261,19 +295,21 @@ int64_t data_check(const void *buf, size_t n, size_t base, sharc_dtype_t dt,
   size_t i = 0;
   while (i < n) {
     size_t g = base + i, len = n - i;
-    if (c == C_AG && per_rank && per_rank - g % per_rank < len)
+    if (blocks && per_rank && per_rank - g % per_rank < len)
       len = per_rank - g % per_rank; /* to the end of this rank's block */
     size_t tl = len < p ? len : p;
     if (want_t)
       for (size_t k = 0; k < tl; k++)
-        set(want_t, k, dt, expected(g + k, dt, op, c, root, nranks, per_rank));
+        set(want_t, k, dt,
+            expected(g + k, dt, op, c, root, rank, nranks, per_rank));
     for (size_t j = 0; j < len; j += tl) {
       size_t m = len - j < tl ? len - j : tl;
       const uint8_t *at = (const uint8_t *)buf + (i + j) * ts;
       if (want_t && !memcmp(at, want_t, m * ts))
         continue;
       for (size_t k = 0; k < m; k++) {
-        double want = expected(g + j + k, dt, op, c, root, nranks, per_rank);
+        double want =
+            expected(g + j + k, dt, op, c, root, rank, nranks, per_rank);
         double got = get(buf, i + j + k, dt);
         if (tol ? !(fabs(got - want) <= tol * fmax(1.0, fabs(want)))
                 : got != want)

@@ -10,18 +10,24 @@
  * each rank's own block into its output, nS in total, so busbw <=
  * C(n-1)/n^2 (half of C/n at 2 ranks); broadcast copies (n-1)S with
  * factor 1 in place, so busbw <= C/(n-1), and nS out of place (the root's
- * own copy), busbw <= C/n. That is the zero-copy bound (each byte copied
- * once, as with sharc_mem_alloc buffers); staging through FIFOs copies
- * twice and halves it. Over TCP the bound is the stream rate of one
- * connection (as the issue states it); a 2-rank exchange runs a stream
- * each way at once on the same cores, so the rate of one of two
+ * own copy), busbw <= C/n; reduce is its mirror image ((n-1)S into the
+ * root, plus the root's own S out of place), with the same bounds. Gather
+ * and scatter (S the root's nranks*count bytes, factor (n-1)/n) move
+ * (n-1)S/n in place (the root's block stays) and S out of place, so
+ * busbw <= C and C(n-1)/n. All-to-all (S per rank, factor (n-1)/n) moves
+ * (n-1)S in place and nS out of place (each rank's own block too), the
+ * bounds of all-gather: C/n and C(n-1)/n^2. Those are zero-copy bounds
+ * (each byte copied once, as with sharc_mem_alloc buffers); staging
+ * through FIFOs copies twice and halves them. Over TCP the bound is the stream
+ * rate of one connection (as the issue states it); a 2-rank exchange runs a
+ * stream each way at once on the same cores, so the rate of one of two
  * simultaneous streams is printed too.
  *
  * Device memory (--mem cuda) on one GPU: the same copy bounds with C the
  * GPU's device-to-device copy rate, measured by one rank while the others
  * wait; the ranks sharing the GPU share that rate, so all-gather in place
  * is bounded by C/n (the issue's "copy rate divided by the rank count").
- * For reduce-scatter and all-reduce the copy rate is a loose bound: a
+ * For reduce-scatter, all-reduce and reduce the copy rate is a loose bound: a
  * reduction reads two inputs per output, so it moves more bytes than the
  * copy (C/n stays an upper bound, not a target). sharc's staged path
  * crosses PCIe to host memory and back on top, so it stays far below. With
@@ -202,42 +208,68 @@ void limits_measure(backend_t *b, limits_t *l, int cuda) {
   bench_allreduce_f64(b, &l->tcp2, 0);
 }
 
+/* The share of the copy rate C that bounds busbw (see the top of this
+ * file), with its formula as printed. */
+typedef enum { SH_N2, SH_N, SH_N1, SH_NN, SH_ONE } share_t;
+
+static share_t share_of(coll_t c, int inplace) {
+  switch (c) {
+  case C_AG:
+  case C_AA:
+    return inplace ? SH_N : SH_N2;
+  case C_BC:
+  case C_RD:
+    return inplace ? SH_N1 : SH_N;
+  case C_GA:
+  case C_SC:
+    return inplace ? SH_ONE : SH_NN;
+  default: /* reduce-scatter, all-reduce */
+    return SH_N;
+  }
+}
+
 double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,
                     int inplace, const char **what) {
+  static const char *const formula[] = {[SH_N2] = " x (n-1) / n^2",
+                                        [SH_N] = " / n",
+                                        [SH_N1] = " / (n-1)",
+                                        [SH_NN] = " x (n-1) / n",
+                                        [SH_ONE] = ""};
+  static char buf[2][160]; /* one per placement: both are printed at once */
   const char *tp = getenv("SHARC_TRANSPORT");
-  double n = nranks;
+  double n = nranks, rate;
+  share_t sh = share_of(c, inplace);
+  char *w = buf[inplace != 0];
   *what = "";
   if (nranks < 2 || nhosts > 1)
     return 0;
   if (l->cuda) {
     if (!l->one_gpu || l->d2d <= 0)
       return 0;
-    if (c == C_AG && !inplace) {
-      *what = "GPU D2D copy rate x (n-1) / n^2, ranks share one GPU";
-      return l->d2d * (n - 1) / (n * n);
-    }
-    if (c == C_BC && inplace) {
-      *what = "GPU D2D copy rate / (n-1), ranks share one GPU";
-      return l->d2d / (n - 1);
-    }
-    *what = c == C_AG || c == C_BC
-                ? "GPU D2D copy rate / n, ranks share one GPU"
-                : "GPU D2D copy rate / n, ranks share one GPU; a reduction "
-                  "moves more than a copy: loose";
-    return l->d2d / n;
-  }
-  if (tp && !strcmp(tp, "tcp")) {
+    snprintf(w, sizeof buf[0], "GPU D2D copy rate%s, ranks share one GPU%s",
+             formula[sh],
+             bench_coll_reduces(c) ? "; a reduction moves more than a copy: "
+                                     "loose"
+                                   : "");
+    rate = l->d2d;
+  } else if (tp && !strcmp(tp, "tcp")) {
     *what = "loopback TCP, one stream";
     return l->tcp;
+  } else {
+    snprintf(w, sizeof buf[0], "copy rate of all ranks%s", formula[sh]);
+    rate = l->copy_all;
   }
-  if (c == C_AG && !inplace) {
-    *what = "copy rate of all ranks x (n-1) / n^2";
-    return l->copy_all * (n - 1) / (n * n);
+  *what = w;
+  switch (sh) {
+  case SH_N2:
+    return rate * (n - 1) / (n * n);
+  case SH_N:
+    return rate / n;
+  case SH_N1:
+    return rate / (n - 1);
+  case SH_NN:
+    return rate * (n - 1) / n;
+  default:
+    return rate;
   }
-  if (c == C_BC && inplace) {
-    *what = "copy rate of all ranks / (n-1)";
-    return l->copy_all / (n - 1);
-  }
-  *what = "copy rate of all ranks / n";
-  return l->copy_all / n;
 }

@@ -4,6 +4,13 @@
  *   sharcrun -n 4 sharc-bench all_reduce -b 8 -e 256M -f 2
  *   mpirun -np 4 sharc-bench all -b 8 -e 64M -f 4 --compare mpi
  *
+ * Collectives: all_gather, reduce_scatter, all_reduce, broadcast, reduce,
+ * gather, scatter, all_to_all (nccl-tests' alltoall; that name works too).
+ * Their size column, count column and bus bandwidth are nccl-tests': the
+ * size is the larger buffer of a rank (gather and scatter: the root's
+ * nranks*count elements, all-to-all: nranks*count per rank), the count
+ * what the call takes; busbw = algbw x bench_bus_factor().
+ *
  * Flags, meanings and defaults are nccl-tests' (see usage()); the tables
  * are printed line for line in its layout, so its parsers read ours. Per
  * collective: one table (every type, op and root of the sweep), then
@@ -30,8 +37,8 @@
 static void usage(FILE *f) {
   fprintf(
       f,
-      "usage: sharc-bench <all_gather|reduce_scatter|all_reduce|broadcast|all>"
-      " [flags]\n"
+      "usage: sharc-bench <all_gather|reduce_scatter|all_reduce|broadcast|"
+      "reduce|gather|scatter|all_to_all|all> [flags]\n"
       "  (several collectives: a comma-separated list, e.g. "
       "all_gather,all_reduce)\n"
       "  -b,--minbytes N     smallest size (K, M, G suffixes)     [32M]\n"
@@ -44,7 +51,8 @@ static void usage(FILE *f) {
       "  -o,--op OP          sum|prod|min|max|avg|all              [sum]\n"
       "  -d,--datatype T     int8|uint8|int32|uint32|int64|uint64|half|float|"
       "double|bfloat16|all [float]\n"
-      "  -r,--root N         broadcast root, -1 every rank         [0]\n"
+      "  -r,--root N         root of broadcast, reduce, gather and scatter;\n"
+      "                      -1 every rank                         [0]\n"
       "  -a,--average N      time over ranks: 0 rank 0, 1 avg, 2 min, 3 max "
       "[1]\n"
       "  -z,--blocking 0|1   1: each operation blocking (stream NULL) and a\n"
@@ -100,6 +108,14 @@ static int parse_int(const char *s, const char *flag) {
   return (int)v;
 }
 
+/* Whether the len characters at a are name or name_perf (nccl-tests'
+ * binary's name). */
+static int names_coll(const char *a, size_t len, const char *name) {
+  size_t cl = strlen(name);
+  return (len == cl || (len == cl + 5 && !strncmp(a + cl, "_perf", 5))) &&
+         !strncmp(a, name, cl);
+}
+
 /* Collective names: one, a comma-separated list or "all" -> bit mask of
  * coll_t; 0 when a name is unknown. */
 static unsigned parse_colls(const char *a) {
@@ -109,12 +125,11 @@ static unsigned parse_colls(const char *a) {
     unsigned bit = 0;
     if (len == 3 && !strncmp(a, "all", 3))
       bit = (1u << C_N) - 1;
-    for (int c = 0; c < C_N; c++) {
-      size_t cl = strlen(bench_coll_names[c]);
-      if ((len == cl || (len == cl + 5 && !strncmp(a + cl, "_perf", 5))) &&
-          !strncmp(a, bench_coll_names[c], cl))
+    for (int c = 0; c < C_N; c++)
+      if (names_coll(a, len, bench_coll_names[c]))
         bit = 1u << c;
-    }
+    if (names_coll(a, len, "alltoall")) /* nccl-tests' spelling */
+      bit = 1u << C_AA;
     if (!bit)
       return 0;
     mask |= bit;
@@ -336,6 +351,10 @@ static void print_row(const row_t *r) {
          data_type_name(r->dtype), data_op_name(r->op), r->root);
   for (int ip = 0; ip < 2; ip++) {
     char t[32], w[32];
+    if (r->time_us[ip] < 0) { /* placement not run by this backend */
+      printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+      continue;
+    }
     time_str(t, sizeof t, r->time_us[ip]);
     if (r->wrong[ip] < 0)
       snprintf(w, sizeof w, "N/A");
@@ -369,6 +388,8 @@ static void table_add(table_t *t, const row_t *r) {
   for (int ip = 0; ip < 2; ip++) {
     if (r->wrong[ip] > 0) /* counted on every rank, as nccl-tests */
       t->errors += t->b->nranks;
+    if (r->time_us[ip] < 0)
+      continue;
     t->bw_sum += r->busbw[ip];
     t->bw_n++;
   }
@@ -469,28 +490,53 @@ static void print_compare(const table_t *a, const table_t *p) {
     j++;
     printf("# %10li  %12li  %8s  %6s  %6i", (long)x->size, (long)x->count,
            data_type_name(x->dtype), data_op_name(x->op), x->root);
-    for (int ip = 0; ip < 2; ip++)
-      printf("  %7.2f  %7.2f  %6.2f", x->busbw[ip], y->busbw[ip],
-             y->busbw[ip] > 0 ? x->busbw[ip] / y->busbw[ip] : 0.0);
+    for (int ip = 0; ip < 2; ip++) {
+      char xs[32] = "N/A", ys[32] = "N/A", q[32] = "N/A";
+      int both = x->time_us[ip] >= 0 && y->time_us[ip] >= 0;
+      if (x->time_us[ip] >= 0)
+        snprintf(xs, sizeof xs, "%.2f", x->busbw[ip]);
+      if (y->time_us[ip] >= 0)
+        snprintf(ys, sizeof ys, "%.2f", y->busbw[ip]);
+      if (both)
+        snprintf(q, sizeof q, "%.2f",
+                 y->busbw[ip] > 0 ? x->busbw[ip] / y->busbw[ip] : 0.0);
+      printf("  %7s  %7s  %6s", xs, ys, q);
+    }
     printf("\n");
   }
   printf("#\n");
 }
 
+/* One placement's time, algbw, busbw and wrong as JSON members (prefix
+ * "" or "inplace_"); null where the backend did not run it. */
+static void json_place(FILE *f, const row_t *r, int ip) {
+  const char *p = ip ? "inplace_" : "";
+  if (r->time_us[ip] < 0)
+    fprintf(f,
+            "\"%stime_us\": null, \"%salgbw\": null, \"%sbusbw\": null, "
+            "\"%swrong\": null",
+            p, p, p, p);
+  else
+    fprintf(f,
+            "\"%stime_us\": %.3f, \"%salgbw\": %.4f, \"%sbusbw\": %.4f, "
+            "\"%swrong\": %lld",
+            p, r->time_us[ip], p, r->algbw[ip], p, r->busbw[ip], p,
+            (long long)r->wrong[ip]);
+}
+
 static void json_rows(FILE *f, const table_t *t, int *first) {
   for (size_t i = 0; f && i < t->n; i++) {
     const row_t *r = &t->rows[i];
-    fprintf(
-        f,
-        "%s\n {\"backend\": \"%s\", \"collective\": \"%s\", \"size\": %zu, "
-        "\"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, "
-        "\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": "
-        "%lld, \"inplace_time_us\": %.3f, \"inplace_algbw\": %.4f, "
-        "\"inplace_busbw\": %.4f, \"inplace_wrong\": %lld}",
-        *first ? "" : ",", t->b->name, bench_coll_names[r->coll], r->size,
-        r->count, data_type_name(r->dtype), data_op_name(r->op), r->root,
-        r->time_us[0], r->algbw[0], r->busbw[0], (long long)r->wrong[0],
-        r->time_us[1], r->algbw[1], r->busbw[1], (long long)r->wrong[1]);
+    fprintf(f,
+            "%s\n {\"backend\": \"%s\", \"collective\": \"%s\", \"size\": "
+            "%zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
+            "\"root\": %d, ",
+            *first ? "" : ",", t->b->name, bench_coll_names[r->coll], r->size,
+            r->count, data_type_name(r->dtype), data_op_name(r->op), r->root);
+    json_place(f, r, 0);
+    fprintf(f, ", ");
+    json_place(f, r, 1);
+    fprintf(f, "}");
     *first = 0;
   }
 }
@@ -569,6 +615,9 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
     if (*bench_nccl_version())
       printf("# NCCL version %s (libnccl.so.2, loaded at run time)\n",
              bench_nccl_version());
+    if (*bench_nccl_missing())
+      printf("# NCCL %s exports no %s: nccl is not supported there\n",
+             bench_nccl_version(), bench_nccl_missing());
     /* SHARC_CHECK adds a signature exchange to every sharc collective:
      * say so, so that its times are not taken for the plain ones. */
     const char *chk = getenv("SHARC_CHECK");
@@ -731,10 +780,11 @@ int main(int argc, char **argv) {
     if (!(which & (1u << c)))
       continue;
     table_t tm = {.b = main_b}, tp = {.b = peer_b};
-    int reduces = c == C_RS || c == C_AR;
+    int reduces = bench_coll_reduces((coll_t)c);
+    int rooted = bench_coll_rooted((coll_t)c);
     int nops = reduces ? (o.op < 0 ? SHARC_OP_COUNT : 1) : 1;
-    int r0 = c == C_BC ? (o.root < 0 ? 0 : o.root) : -1;
-    int r1 = c == C_BC ? (o.root < 0 ? b->nranks - 1 : o.root) : -1;
+    int r0 = rooted ? (o.root < 0 ? 0 : o.root) : -1;
+    int r1 = rooted ? (o.root < 0 ? b->nranks - 1 : o.root) : -1;
     if (b->rank == 0) {
       if (several)
         printf("#\n# Collective test: %s\n#\n", bench_coll_names[c]);

@@ -10,6 +10,12 @@
  * NCCL refuses several ranks on one GPU before 2.30 ("Duplicate GPU
  * detected"); from 2.30 NCCL_MULTI_RANK_GPU_ENABLE=1 allows it. Here: with
  * an older NCCL and ranks sharing a GPU every rank exits 2 with that said.
+ *
+ * ncclReduce is in every NCCL 2; ncclGather, ncclScatter and ncclAlltoAll
+ * only in recent ones, so they are looked up alone: where the loaded
+ * library lacks one, that collective is "not supported" (its table skips
+ * nccl) and the preamble says which are missing. NCCL documents in-place
+ * all-to-all as not supported: that column is N/A.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -65,10 +71,18 @@ static struct {
   int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_t,
                     void *);
   int (*broadcast)(const void *, void *, size_t, int, int, nccl_comm_t, void *);
+  int (*reduce)(const void *, void *, size_t, int, int, int, nccl_comm_t,
+                void *);
+  /* optional (NULL when the library has none): gather and scatter take a
+   * root, all-to-all none; counts per rank, as sharc's */
+  int (*gather)(const void *, void *, size_t, int, int, nccl_comm_t, void *);
+  int (*scatter)(const void *, void *, size_t, int, int, nccl_comm_t, void *);
+  int (*all_to_all)(const void *, void *, size_t, int, nccl_comm_t, void *);
   int (*comm_destroy)(nccl_comm_t);
   const char *(*get_error_string)(int);
   int version;
   char vstr[32];
+  char missing[64]; /* the optional ones it lacks: "ncclGather, ..." */
 } N;
 
 typedef struct {
@@ -78,6 +92,7 @@ typedef struct {
 } nccl_ctx_t;
 
 const char *bench_nccl_version(void) { return N.vstr; }
+const char *bench_nccl_missing(void) { return N.missing; }
 int bench_nccl_version_code(void) { return N.version; }
 
 int bench_nccl_load(char *why, size_t n) {
@@ -88,10 +103,11 @@ int bench_nccl_load(char *why, size_t n) {
     snprintf(why, n, "cannot load libnccl.so.2: %s", dlerror());
     return -1;
   }
-  static const char *const names[] = {
-      "ncclGetVersion", "ncclGetUniqueId",   "ncclCommInitRank",
-      "ncclAllGather",  "ncclReduceScatter", "ncclAllReduce",
-      "ncclBroadcast",  "ncclCommDestroy",   "ncclGetErrorString"};
+  static const char *const names[] = {"ncclGetVersion",     "ncclGetUniqueId",
+                                      "ncclCommInitRank",   "ncclAllGather",
+                                      "ncclReduceScatter",  "ncclAllReduce",
+                                      "ncclBroadcast",      "ncclCommDestroy",
+                                      "ncclGetErrorString", "ncclReduce"};
   void *f[sizeof names / sizeof names[0]];
   for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
     if (!(f[k] = dlsym(h, names[k]))) {
@@ -109,6 +125,19 @@ int bench_nccl_load(char *why, size_t n) {
   *(void **)&N.broadcast = f[6];
   *(void **)&N.comm_destroy = f[7];
   *(void **)&N.get_error_string = f[8];
+  *(void **)&N.reduce = f[9];
+  static const char *const optional[] = {"ncclGather", "ncclScatter",
+                                         "ncclAlltoAll"};
+  void *g[3];
+  N.missing[0] = '\0';
+  for (size_t k = 0; k < 3; k++)
+    if (!(g[k] = dlsym(h, optional[k])))
+      snprintf(N.missing + strlen(N.missing),
+               sizeof N.missing - strlen(N.missing), "%s%s",
+               *N.missing ? ", " : "", optional[k]);
+  *(void **)&N.gather = g[0];
+  *(void **)&N.scatter = g[1];
+  *(void **)&N.all_to_all = g[2];
   int v = 0;
   if (N.get_version(&v) != 0 || v <= 0) {
     snprintf(why, n, "ncclGetVersion failed");
@@ -143,8 +172,16 @@ static int nc_op(sharc_op_t op) {
 }
 
 static int nc_supports(backend_t *b, coll_t c, sharc_dtype_t dt, int op) {
-  (void)b, (void)c, (void)dt, (void)op;
-  return 1;
+  (void)b, (void)dt, (void)op;
+  return c == C_GA   ? N.gather != NULL
+         : c == C_SC ? N.scatter != NULL
+         : c == C_AA ? N.all_to_all != NULL
+                     : 1;
+}
+
+static int nc_inplace(backend_t *b, coll_t c) {
+  (void)b;
+  return c != C_AA;
 }
 
 static int nc_result(nccl_ctx_t *x, const char *fn, int rc) {
@@ -183,9 +220,25 @@ static int nc_coll(backend_t *b, coll_t c, const void *s, void *r, size_t count,
     rc = nc_result(x, "ncclAllReduce",
                    N.all_reduce(s, r, count, t, nc_op(op), x->comm, cs));
     break;
-  default:
+  case C_BC:
     rc = nc_result(x, "ncclBroadcast",
                    N.broadcast(s, r, count, t, root, x->comm, cs));
+    break;
+  case C_RD:
+    rc = nc_result(x, "ncclReduce",
+                   N.reduce(s, r, count, t, nc_op(op), root, x->comm, cs));
+    break;
+  case C_GA:
+    rc =
+        nc_result(x, "ncclGather", N.gather(s, r, count, t, root, x->comm, cs));
+    break;
+  case C_SC:
+    rc = nc_result(x, "ncclScatter",
+                   N.scatter(s, r, count, t, root, x->comm, cs));
+    break;
+  default:
+    rc =
+        nc_result(x, "ncclAlltoAll", N.all_to_all(s, r, count, t, x->comm, cs));
     break;
   }
   return rc || !blocking ? rc : nc_sync(b);
@@ -283,6 +336,7 @@ int bench_nccl_init(backend_t *b, const opts_t *o, backend_t *host) {
   b->local_rank = host->local_rank;
   b->ctx = x;
   b->supports = nc_supports;
+  b->inplace = nc_inplace;
   b->coll = nc_coll;
   b->sync = nc_sync;
   b->barrier = nc_barrier;

@@ -10,7 +10,8 @@
  * operation's footprint (within maxBytes) so small sizes do not run out of
  * the same cache lines every time. With --mem cuda the buffers are device
  * memory: inputs are written on host mirrors and copied in, results copied
- * out and checked there, all outside the timed loop.
+ * out and checked there, all outside the timed loop. Results that only the
+ * root receives (reduce, gather) are checked on the root alone.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,8 +22,9 @@
 
 #include "bench.h"
 
-const char *const bench_coll_names[C_N] = {"all_gather", "reduce_scatter",
-                                           "all_reduce", "broadcast"};
+const char *const bench_coll_names[C_N] = {
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast",
+    "reduce",     "gather",         "scatter",    "all_to_all"};
 
 double bench_now(void) {
   struct timespec ts;
@@ -190,7 +192,12 @@ void bench_buffers_free(buffers_t *bu, const opts_t *o) {
   free(bu->rbuf);
 }
 
-/* ---- one operation's shape (nccl-tests' getCollByteCount) -------------- */
+/* ---- one operation's shape (nccl-tests' getCollByteCount) --------------
+ * bytes is the size asked for; count = bytes / type size. all-gather and
+ * gather send count/n and receive (count/n)*n; reduce-scatter and scatter
+ * the reverse; all-to-all sends and receives (count/n)*n, count/n per
+ * peer; all-reduce, broadcast and reduce move count. The param count (the
+ * table's count column) is what the call takes. */
 
 typedef struct {
   size_t sendcount, recvcount, paramcount; /* elements */
@@ -204,14 +211,20 @@ static shape_t shape(coll_t c, size_t bytes, sharc_dtype_t dt, int n) {
   size_t count = bytes / s.ts, per = count / (size_t)n;
   switch (c) {
   case C_AG:
+  case C_GA:
     s.sendcount = s.paramcount = per;
     s.recvcount = per * (size_t)n;
     s.send_ip = per;
     break;
   case C_RS:
+  case C_SC:
     s.sendcount = per * (size_t)n;
     s.recvcount = s.paramcount = per;
     s.recv_ip = per;
+    break;
+  case C_AA: /* in place: sendbuf == recvbuf */
+    s.sendcount = s.recvcount = per * (size_t)n;
+    s.paramcount = per;
     break;
   default:
     s.sendcount = s.recvcount = s.paramcount = count;
@@ -220,8 +233,19 @@ static shape_t shape(coll_t c, size_t bytes, sharc_dtype_t dt, int n) {
   return s;
 }
 
+/* nccl-tests' getBw: busbw = algbw x this factor. (n-1)/n for all-gather,
+ * reduce-scatter, gather, scatter and all-to-all, 2(n-1)/n for all-reduce,
+ * 1 for broadcast and reduce. */
 double bench_bus_factor(coll_t c, int n) {
-  return c == C_AR ? 2.0 * (n - 1) / n : c == C_BC ? 1.0 : (double)(n - 1) / n;
+  return c == C_AR                ? 2.0 * (n - 1) / n
+         : c == C_BC || c == C_RD ? 1.0
+                                  : (double)(n - 1) / n;
+}
+
+/* Whether the param count is one rank's block: algbw then counts the n
+ * blocks (nccl-tests' getBw: count * nranks * typesize / time). */
+static int per_block(coll_t c) {
+  return c == C_AG || c == C_RS || c == C_GA || c == C_SC || c == C_AA;
 }
 
 typedef struct {
@@ -289,7 +313,8 @@ static void init_data(const op_t *x, int inplace) {
   int rank = x->b->rank, n = x->b->nranks;
   size_t rb = x->sh.recvcount * x->sh.ts, sb = x->sh.sendcount * x->sh.ts;
   memset(r, 0xa5, rb);
-  int fill = !(x->c == C_BC && rank != x->root);
+  /* broadcast and scatter read sendbuf on the root only */
+  int fill = !((x->c == C_BC || x->c == C_SC) && rank != x->root);
   if (fill)
     data_fill(s, x->sh.sendcount, 0, x->dt, x->op, x->c, rank, n);
   if (dev) {
@@ -302,6 +327,9 @@ static void init_data(const op_t *x, int inplace) {
 
 static int64_t check_data(const op_t *x, int inplace) {
   uint8_t *s, *r;
+  int rank = x->b->rank;
+  if (bench_coll_root_only(x->c) && rank != x->root)
+    return 0; /* recvbuf is the root's alone */
   place(x, inplace, 0, x->bu->cuda, &s, &r);
   if (x->bu->cuda) {
     uint8_t *ds, *dr;
@@ -314,10 +342,13 @@ static int64_t check_data(const op_t *x, int inplace) {
     const char *e = getenv("SHARC_BENCH_CORRUPT");
     corrupt = e && atoi(e) > 0;
   }
-  if (corrupt && x->b->rank == 0 && x->sh.recvcount)
+  /* on rank 0, or the root where only the root checks */
+  int victim = bench_coll_root_only(x->c) ? x->root : 0;
+  if (corrupt && rank == victim && x->sh.recvcount)
     data_corrupt(r, x->dt);
-  size_t base = x->c == C_RS ? (size_t)x->b->rank * x->sh.recvcount : 0;
-  return data_check(r, x->sh.recvcount, base, x->dt, x->op, x->c, x->root,
+  size_t base =
+      x->c == C_RS || x->c == C_SC ? (size_t)rank * x->sh.recvcount : 0;
+  return data_check(r, x->sh.recvcount, base, x->dt, x->op, x->c, x->root, rank,
                     x->b->nranks, x->sh.paramcount);
 }
 
@@ -345,6 +376,12 @@ int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row) {
   row->count = x.sh.paramcount;
   double factor = bench_bus_factor(row->coll, b->nranks);
   for (int ip = 0; ip < 2; ip++) {
+    if (ip && b->inplace && !b->inplace(b, row->coll)) {
+      row->time_us[ip] = -1; /* N/A: the same on every rank */
+      row->algbw[ip] = row->busbw[ip] = 0;
+      row->wrong[ip] = -1;
+      continue;
+    }
     bench_timeout_arm(o->timeout);
     if (o->check)
       init_data(&x, ip);
@@ -360,8 +397,7 @@ int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row) {
     /* algbw over the param count, as nccl-tests' getBw */
     double base = (double)(x.sh.paramcount * x.sh.ts) / 1e9 / sec;
     row->time_us[ip] = sec * 1e6;
-    row->algbw[ip] =
-        row->coll == C_AG || row->coll == C_RS ? base * b->nranks : base;
+    row->algbw[ip] = per_block(row->coll) ? base * b->nranks : base;
     row->busbw[ip] = row->algbw[ip] * factor;
     RUN(b, b->barrier(b), "barrier");
     row->wrong[ip] = o->check ? 0 : -1;

@@ -35,8 +35,16 @@ static int enqueue(sharc_ctx_t *x, coll_t c, const void *s, void *r,
     return sharc_reduce_scatter(s, r, count, dt, op, x->comm, st);
   case C_AR:
     return sharc_all_reduce(s, r, count, dt, op, x->comm, st);
-  default:
+  case C_BC:
     return sharc_broadcast(s, r, count, dt, root, x->comm, st);
+  case C_RD:
+    return sharc_reduce(s, r, count, dt, op, root, x->comm, st);
+  case C_GA:
+    return sharc_gather(s, r, count, dt, root, x->comm, st);
+  case C_SC:
+    return sharc_scatter(s, r, count, dt, root, x->comm, st);
+  default:
+    return sharc_all_to_all(s, r, count, dt, x->comm, st);
   }
 }
 

@@ -27,7 +27,8 @@ def main():
     fig, ax = plt.subplots(figsize=(8, 5.5))
     styles = {"sharc": "-", "mpi": "--", "nccl": ":"}
     colors = {"all_gather": "C0", "reduce_scatter": "C1", "all_reduce": "C2",
-              "broadcast": "C3"}
+              "broadcast": "C3", "reduce": "C4", "gather": "C5",
+              "scatter": "C6", "all_to_all": "C7"}
     key = "inplace_busbw" if a.inplace else "busbw"
     meta = []
     for path in a.json:
@@ -38,6 +39,8 @@ def main():
             if r.get("type", "float") != a.type or r["size"] <= 0:
                 continue
             if r.get("redop", "sum") not in ("sum", "none"):
+                continue
+            if r.get(key) is None:  # placement the backend does not run
                 continue
             k = (r.get("backend", "sharc"), r["collective"])
             lines.setdefault(k, []).append((r["size"], r[key]))

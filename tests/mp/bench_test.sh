@@ -32,9 +32,9 @@ if [ "$mode" = mpi ]; then
     echo "SKIP: sharc-bench built without MPI"; exit 77
   fi
   [ $rc -eq 0 ] || { cat "$tmp/c.out"; fail "--compare mpi exited $rc"; }
-  [ "$(grep -c '^# Backend: mpi' "$tmp/c.out")" = 4 ] || fail "not 4 mpi tables"
-  [ "$(grep -c '^# Compare: busbw sharc / mpi' "$tmp/c.out")" = 4 ] || fail "not 4 compare tables"
-  [ "$(grep -c '^# Out of bounds values : 0 OK' "$tmp/c.out")" = 8 ] || fail "not 8 OK tables"
+  [ "$(grep -c '^# Backend: mpi' "$tmp/c.out")" = 8 ] || fail "not 8 mpi tables"
+  [ "$(grep -c '^# Compare: busbw sharc / mpi' "$tmp/c.out")" = 8 ] || fail "not 8 compare tables"
+  [ "$(grep -c '^# Out of bounds values : 0 OK' "$tmp/c.out")" = 16 ] || fail "not 16 OK tables"
   read -r rows wrong < <(parse "$tmp/c.out")
   [ "$rows" -gt 0 ] && [ "$wrong" = 0 ] || fail "compare rows $rows wrong $wrong"
   python3 -m json.tool "$tmp/c.json" >/dev/null || fail "compare JSON invalid"
@@ -95,20 +95,20 @@ args=(all -b 8 -e 256K -f 8 -n 2 -w 1 -c 1 --limits 0)
 "$run" -n 2 --no-prefix --timeout 50 "$bench" "${args[@]}" -J "$tmp/r.json" >"$tmp/ok.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] || { cat "$tmp/ok.out"; fail "clean run exited $rc"; }
-[ "$(grep -c '^#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong$' "$tmp/ok.out")" = 4 ] \
-  || { cat "$tmp/ok.out"; fail "not four nccl-tests headers"; }
-[ "$(grep -c '^# Out of bounds values : 0 OK$' "$tmp/ok.out")" = 4 ] || fail "not four OK tables"
-[ "$(grep -c '^# Avg bus bandwidth    : ' "$tmp/ok.out")" = 4 ] || fail "no Avg bus bandwidth lines"
+[ "$(grep -c '^#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong$' "$tmp/ok.out")" = 8 ] \
+  || { cat "$tmp/ok.out"; fail "not eight nccl-tests headers"; }
+[ "$(grep -c '^# Out of bounds values : 0 OK$' "$tmp/ok.out")" = 8 ] || fail "not eight OK tables"
+[ "$(grep -c '^# Avg bus bandwidth    : ' "$tmp/ok.out")" = 8 ] || fail "no Avg bus bandwidth lines"
 grep -q '^# nThread 1 nGpus 1 minBytes 8 maxBytes 262144 step: 8(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0$' "$tmp/ok.out" \
   || fail "preamble line differs from nccl-tests'"
 read -r rows wrong < <(parse "$tmp/ok.out")
-[ "$rows" = 24 ] || { cat "$tmp/ok.out"; fail "parsed $rows rows, want 24"; }
+[ "$rows" = 48 ] || { cat "$tmp/ok.out"; fail "parsed $rows rows, want 48"; }
 [ "$wrong" = 0 ] || fail "#wrong total $wrong"
 python3 -m json.tool "$tmp/r.json" >/dev/null || fail "JSON invalid"
 python3 - "$tmp/r.json" <<'PY' || fail "JSON rows"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert len(d["results"]) == 24, len(d["results"])
+assert len(d["results"]) == 48, len(d["results"])
 assert all(r["wrong"] == 0 and r["inplace_wrong"] == 0 for r in d["results"])
 PY
 

@@ -229,9 +229,9 @@ static int plan_pipe(const coll_call_t *call, const plan_t *p, uint8_t *stage,
       .esize = sharc_dtype_size(call->dtype),
       .min_group = (size_t)min,
       .max_groups = PIPE_MAX_GROUPS,
-      .h2d_at_end =
-          call->op == SHARC_AVG && (call->coll == SCHED_ALL_REDUCE ||
-                                    call->coll == SCHED_REDUCE_SCATTER),
+      /* AVG divides the result after the rounds: nothing of it may be
+       * copied back before */
+      .h2d_at_end = call->op == SHARC_AVG && sched_coll_reduces(call->coll),
   };
   int ok = devpipe_plan(s, &a, pipe) == SHARC_OK;
   if (ok && pipe->nd2h <= 1 && pipe->nh2d <= 1) {

@@ -75,7 +75,9 @@
  * SOFTCUDA_DEBUG=1 prints a line on stderr for every argument a call
  * refuses; SOFTCUDA_POLL_US caps the wait poll interval (default 100).
  *
- * SOFTCUDA_JITTER=<seed> shakes the timing as a GPU under load does, within
+ * SOFTCUDA_JITTER=<seed> (mixed with the process's rank, SHARC_RANK or RANK,
+ * else its pid, so that ranks do not pause in step) shakes the timing as a
+ * GPU under load does, within
  * what the CUDA programming model allows (softcuda_stream.c, jitter): each
  * stream's worker waits a random while before each operation, so the
  * operations of independent streams interleave at random and host code
@@ -211,8 +213,17 @@ static void init_once(void) {
     if (*end)
       sc_say("SOFTCUDA_JITTER=%s: want a seed (an integer); jitter off", e);
     else {
+      /* Each process its own delays: with one seed everywhere the ranks'
+       * corresponding streams would pause in step and never overtake one
+       * another. The rank (sharcrun, torchrun) keeps a run repeatable;
+       * without one, the pid. */
+      const char *rank = getenv("SHARC_RANK");
+      if (!rank || !*rank)
+        rank = getenv("RANK");
+      uint64_t who = rank && *rank ? (uint64_t)strtoull(rank, NULL, 10) + 1
+                                   : (uint64_t)getpid() << 20;
       sc_state.jitter = 1;
-      sc_state.jitter_seed = seed;
+      sc_state.jitter_seed = seed ^ (who * 0x9e3779b97f4a7c15ull);
     }
   }
   /* The real runtime loads the driver (libcuda.so.1) on its first call, and

@@ -14,7 +14,10 @@
  */
 #include "algo.h"
 
-sharc_status_t direct_gather_schedule(const sched_args_t *a, sched_t *s) {
+/* gather (to_root) or scatter: the blocks between the root and the others
+ * in one round; block p of the root's RECV (gather) or SEND (scatter). */
+static sharc_status_t direct_rooted(const sched_args_t *a, sched_t *s,
+                                    int to_root) {
   int n = a->nranks, r = a->rank, nc = a->nchan;
   size_t N = a->count;
   s->nchan = nc;
@@ -22,34 +25,30 @@ sharc_status_t direct_gather_schedule(const sched_args_t *a, sched_t *s) {
     return SHARC_OK;
   sched_round(s);
   if (r != a->root) {
-    send_split(s, a->root, nc, SCHED_BUF_SEND, 0, N);
+    if (to_root)
+      send_split(s, a->root, nc, SCHED_BUF_SEND, 0, N);
+    else
+      recv_split(s, a->root, nc, SCHED_BUF_RECV, 0, N);
     return SHARC_OK;
   }
+  size_t own = (size_t)r * N; /* the root's block in the big buffer */
   if (!a->inplace)
-    sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, (size_t)r * N, N);
+    sched_copy(s, SCHED_BUF_SEND, to_root ? 0 : own, SCHED_BUF_RECV,
+               to_root ? own : 0, N);
   for (int i = 1; i < n; i++) {
     int p = (r + i) % n;
-    recv_split(s, p, nc, SCHED_BUF_RECV, (size_t)p * N, N);
+    if (to_root)
+      recv_split(s, p, nc, SCHED_BUF_RECV, (size_t)p * N, N);
+    else
+      send_split(s, p, nc, SCHED_BUF_SEND, (size_t)p * N, N);
   }
   return SHARC_OK;
 }
 
+sharc_status_t direct_gather_schedule(const sched_args_t *a, sched_t *s) {
+  return direct_rooted(a, s, 1);
+}
+
 sharc_status_t direct_scatter_schedule(const sched_args_t *a, sched_t *s) {
-  int n = a->nranks, r = a->rank, nc = a->nchan;
-  size_t N = a->count;
-  s->nchan = nc;
-  if (N == 0)
-    return SHARC_OK;
-  sched_round(s);
-  if (r != a->root) {
-    recv_split(s, a->root, nc, SCHED_BUF_RECV, 0, N);
-    return SHARC_OK;
-  }
-  if (!a->inplace)
-    sched_copy(s, SCHED_BUF_SEND, (size_t)r * N, SCHED_BUF_RECV, 0, N);
-  for (int i = 1; i < n; i++) {
-    int p = (r + i) % n;
-    send_split(s, p, nc, SCHED_BUF_SEND, (size_t)p * N, N);
-  }
-  return SHARC_OK;
+  return direct_rooted(a, s, 0);
 }

@@ -5,7 +5,8 @@
  *   sharcrun -n N kill_rank [--coll C] [--at WHEN] K [SECONDS [LINGER]]
  *
  * All ranks loop 1 MiB f32 collectives C (all_reduce, the default,
- * all_gather or reduce_scatter; out of place, checking the result). Rank K
+ * all_gather, reduce_scatter, reduce to rank 0 or all_to_all; out of place,
+ * checking the result where it lands). Rank K
  * (for publish: K may be "all") fails at WHEN:
  *   run      after SECONDS (default 0.5) of the loop it raises SIGKILL;
  *   publish  the instant its shared-memory segment appears in /dev/shm,
@@ -58,9 +59,16 @@
 #define GIVE_UP_S 20.0   /* no failure this long after SECONDS: exit 4 */
 
 enum at { AT_RUN, AT_PUBLISH, AT_UNLINK, AT_ABORT };
-enum coll { C_ALL_REDUCE, C_ALL_GATHER, C_REDUCE_SCATTER };
-static const char *const coll_names[] = {"all_reduce", "all_gather",
-                                         "reduce_scatter"};
+enum coll {
+  C_ALL_REDUCE,
+  C_ALL_GATHER,
+  C_REDUCE_SCATTER,
+  C_REDUCE,
+  C_ALL_TO_ALL,
+  C_NCOLL
+};
+static const char *const coll_names[C_NCOLL] = {
+    "all_reduce", "all_gather", "reduce_scatter", "reduce", "all_to_all"};
 
 static enum at at = AT_RUN;
 static int victim;  /* this process fails at `at` */
@@ -107,7 +115,8 @@ EXPORTED int unlink(const char *path) {
 
 static int usage(void) {
   fprintf(stderr, "usage: sharcrun -n N kill_rank [--coll all_reduce|"
-                  "all_gather|reduce_scatter] [--at run|publish|unlink|abort] "
+                  "all_gather|reduce_scatter|reduce|all_to_all] "
+                  "[--at run|publish|unlink|abort] "
                   "[--mem host|cuda] K [SECONDS [LINGER]]\n"
                   "       kill_rank --probe-cuda\n");
   return 2;
@@ -220,7 +229,7 @@ static void dev_close(void) {}
 /* One collective; 1 if the result is right. */
 static int step(enum coll c, const float *in, float *out, size_t per, int n,
                 sharc_comm_t comm, sharc_status_t *st) {
-  size_t total = c == C_ALL_REDUCE ? COUNT : per * (size_t)n;
+  size_t total = c == C_ALL_REDUCE || c == C_REDUCE ? COUNT : per * (size_t)n;
   size_t outn = c == C_REDUCE_SCATTER ? per : total;
   sharc_stream_t s = on_device ? dev_sstream : NULL;
   buf_set(out, 0, -1.0f);
@@ -229,8 +238,13 @@ static int step(enum coll c, const float *in, float *out, size_t per, int n,
     *st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, s);
   else if (c == C_ALL_GATHER)
     *st = sharc_all_gather(in, out, per, SHARC_F32, comm, s);
-  else
+  else if (c == C_REDUCE_SCATTER)
     *st = sharc_reduce_scatter(in, out, per, SHARC_F32, SHARC_SUM, comm, s);
+  else if (c == C_REDUCE)
+    *st = sharc_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, 0, comm, s);
+  else
+    *st = sharc_all_to_all(in, out, per, SHARC_F32, comm, s);
+  int checked = c != C_REDUCE || my_rank == 0; /* reduce: the root's result */
   float got[2] = {-2.0f, -2.0f};
   if (*st == SHARC_OK) {
     buf_get(out, 0, &got[0]);
@@ -238,10 +252,11 @@ static int step(enum coll c, const float *in, float *out, size_t per, int n,
   }
   if (on_device)
     *st = dev_finish(*st);
-  if (*st != SHARC_OK)
+  if (*st != SHARC_OK || !checked)
     return 1;
-  /* all_gather: block r holds r + 1; the reductions: n everywhere. */
-  float first = c == C_ALL_GATHER ? 1.0f : (float)n;
+  /* all_gather, all_to_all: block r holds r + 1 (rank r's value); the
+   * reductions: n everywhere. */
+  float first = c == C_ALL_GATHER || c == C_ALL_TO_ALL ? 1.0f : (float)n;
   float last = (float)n;
   return got[0] == first && got[1] == last;
 }
@@ -261,9 +276,9 @@ int main(int argc, char **argv) {
     const char *v = i + 1 < argc ? argv[i + 1] : "";
     if (!strcmp(argv[i], "--coll")) {
       int c = 0;
-      while (c < 3 && strcmp(v, coll_names[c]))
+      while (c < C_NCOLL && strcmp(v, coll_names[c]))
         c++;
-      if (c == 3)
+      if (c == C_NCOLL)
         return usage();
       coll = (enum coll)c;
     } else if (!strcmp(argv[i], "--at")) {
@@ -325,16 +340,17 @@ int main(int argc, char **argv) {
       return 2;
     }
     size_t per = COUNT / (size_t)n; /* all_gather in, reduce_scatter out */
-    size_t inn = coll == C_ALL_REDUCE   ? COUNT
-                 : coll == C_ALL_GATHER ? per
-                                        : per * (size_t)n;
+    size_t inn = coll == C_ALL_REDUCE || coll == C_REDUCE ? COUNT
+                 : coll == C_ALL_GATHER                   ? per
+                                                          : per * (size_t)n;
     float *fill = malloc(inn * sizeof *fill);
     in = buf_alloc(inn);
     out = buf_alloc(COUNT);
     if (!fill || !in || !out)
       return 2;
     for (size_t j = 0; j < inn; j++)
-      fill[j] = coll == C_ALL_GATHER ? (float)(rank + 1) : 1.0f;
+      fill[j] = coll == C_ALL_GATHER || coll == C_ALL_TO_ALL ? (float)(rank + 1)
+                                                             : 1.0f;
 #ifdef SHARC_HAVE_CUDA
     if (on_device && cudaMemcpy(in, fill, inn * sizeof *fill,
                                 cudaMemcpyHostToDevice) != cudaSuccess)

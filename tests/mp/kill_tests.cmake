@@ -6,8 +6,9 @@
 #   mp.kill.<tp>, mp.kill.tree.<tp>  8 ranks, rank 5 killed mid-all_reduce
 #                                    (the cost model's algorithm; tree)
 #   mp.kill.matrix.<tp>.<coll>       4 ranks, ranks 0, 1 (tcp: 2) and 3 killed
-#                                    in turn mid-all_gather, reduce_scatter or
-#                                    all_reduce
+#                                    in turn mid-all_gather, reduce_scatter,
+#                                    all_reduce, reduce (to rank 0) or
+#                                    all_to_all
 #   mp.kill.setup.shm                rank 0, then 3, dies the instant its
 #                                    segment appears; rank 1 instead of
 #                                    removing its name: survivors remove it
@@ -43,7 +44,7 @@ foreach(tp shm tcp)
   else()
     set(kills "0 2 3")
   endif()
-  foreach(coll all_gather reduce_scatter all_reduce)
+  foreach(coll all_gather reduce_scatter all_reduce reduce all_to_all)
     sharc_kill_test(mp.kill.matrix.${tp}.${coll} 240 4 ""
       $<TARGET_FILE:kill_rank> ${tp} -n 4 --kill "${kills}" --coll ${coll})
   endforeach()

@@ -174,6 +174,19 @@ static sharc_status_t run_call(coll_call_t *call) {
   return st;
 }
 
+/* call fails fast: its communicator failed (comm_fail_as, for a job
+ * failure or SHARC_CHECK's agreed mismatch). */
+static sharc_status_t unusable(coll_call_t *call) {
+  struct sharc_comm *comm = call->comm;
+  pthread_mutex_lock(&comm->err_lock);
+  char msg[sizeof comm->unusable_msg];
+  snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
+  sharc_status_t st = comm->unusable_st;
+  pthread_mutex_unlock(&comm->err_lock);
+  return comm_record(comm, st, "%s: communicator unusable: %s",
+                     sched_coll_fn(call->coll), msg);
+}
+
 sharc_status_t coll_execute(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
   wait_turn(comm, call->ticket);
@@ -181,13 +194,7 @@ sharc_status_t coll_execute(coll_call_t *call) {
   /* unusable: set by comm_fail_as, for a job failure or for SHARC_CHECK's
    * agreed mismatch (check_fail) */
   if (atomic_load(&comm->unusable)) {
-    pthread_mutex_lock(&comm->err_lock);
-    char msg[sizeof comm->unusable_msg];
-    snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
-    st = comm->unusable_st;
-    pthread_mutex_unlock(&comm->err_lock);
-    st = comm_record(comm, st, "%s: communicator unusable: %s",
-                     sched_coll_fn(call->coll), msg);
+    st = unusable(call);
   } else {
     transport_publish_progress(comm, comm->seq + 1, comm->seq);
     st = run_call(call);
@@ -279,8 +286,24 @@ static sharc_status_t check_host_memory(const coll_call_t *c,
                     stream ? "a host stream" : "no stream (blocking)");
 }
 
+/* call_now_fn: h's host collective in call's turn, on this thread. */
+static sharc_status_t coll_now(coll_call_t *call, coll_call_t *h) {
+  struct sharc_comm *comm = call->comm;
+  wait_turn(comm, call->ticket);
+  if (atomic_load(&comm->unusable))
+    return unusable(call);
+  rec_entry_t *rec =
+      rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
+                (int)SCHED_ALGO_DIRECT, call->root, call->count);
+  atomic_store(&comm->rec_cur, rec);
+  sharc_status_t st = run_host(h, NULL, NULL);
+  atomic_store(&comm->rec_cur, NULL);
+  rec_end(rec, st);
+  return st;
+}
+
 /* How a host stream's worker runs the collectives enqueued on it. */
-static const stream_ops_t coll_stream_ops = {coll_execute, coll_skip};
+static const stream_ops_t coll_stream_ops = {coll_execute, coll_skip, coll_now};
 
 static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   CHECK(validate(call));

@@ -19,6 +19,7 @@
 #include "coll.h"
 #include "comm.h"
 #include "fault.h"
+#include "gpu.h" /* gpu_comm_release */
 #include "place.h"
 #include "registry.h"
 #include "schedule.h"
@@ -74,6 +75,7 @@ static void comm_free(struct sharc_comm *c) {
   if (!c)
     return;
   rec_unregister(&c->rec);
+  gpu_comm_release(c);
   uint64_t deadline = time_ns() + SHARC_MIN(timeout_ns(), 10000000000ull);
   transport_teardown_all(c, deadline);
   if (c->listen_fd >= 0)

@@ -194,7 +194,8 @@ sharc_status_t stream_enqueue(sharc_stream_t s, const coll_call_t *call,
    * them on the device, whichever thread enqueues. */
   pthread_mutex_lock(&s->enq_lock);
   int queued = 0; /* the device queue waits for the worker */
-  sharc_status_t st = s->bind->enqueue(s->dev, &w->call, w->dev, &queued);
+  sharc_status_t st =
+      s->bind->enqueue(s->dev, &w->call, w->dev, &queued, ops->now);
   if (queued)
     push(s, w); /* w belongs to the worker now */
   pthread_mutex_unlock(&s->enq_lock);

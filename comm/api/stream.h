@@ -12,6 +12,7 @@
 typedef struct {
   sharc_status_t (*run)(coll_call_t *call); /* runs it */
   void (*skip)(coll_call_t *call); /* passes it (its ticket) after an error */
+  call_now_fn now; /* host collectives in its turn, while it is enqueued */
 } stream_ops_t;
 
 /* A stream and its worker thread; bind and dev: the device queue it is

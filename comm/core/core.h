@@ -131,8 +131,14 @@ const char *err_last(void);
     "cudaLaunchHostFunc; for testing that fallback)")                          \
   X(CUDA_PATH, "SHARC_CUDA_PATH", "staged",                                    \
     "device memory on CUDA streams: staged (through pinned host buffers and "  \
-    "the host transports) or ipc (one host: CUDA IPC, zero copy, copy "        \
-    "engines and device reductions; not yet run on a GPU)")                    \
+    "the host transports), direct (one host: ordered on the CUDA stream, "     \
+    "device staging shared by CUDA IPC, copy engines, device reductions and "  \
+    "stream memory operations) or ipc (one host: CUDA IPC, zero copy, "        \
+    "orchestrated by the stream's host thread); direct and ipc not yet run "   \
+    "on a GPU")                                                                \
+  X(CUDA_SLOT_BYTES, "SHARC_CUDA_SLOT_BYTES", "2097152",                       \
+    "direct path: bytes of each of the two device staging slots per rank "     \
+    "(a call moves through them in pieces of at most this size)")              \
   X(CUDA_PIPE_BYTES, "SHARC_CUDA_PIPE_BYTES", "1048576",                       \
     "staged path: the copies between device and staging go in pieces of at "   \
     "least this many bytes, each just before the round that needs it or "      \

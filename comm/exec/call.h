@@ -51,6 +51,13 @@ typedef struct call_path {
   sharc_status_t (*run)(coll_call_t *call, call_host_fn host);
 } call_path_t;
 
+/* Runs, on the calling thread and in call's turn (waiting for it; the turn
+ * is not passed), the host collective h on call's communicator, under a
+ * recorder entry for call: for a path that must agree with its peers while
+ * the call is enqueued (one-time setup). An error fails the call; a failure
+ * of the host collective breaks the communicator as in any collective. */
+typedef sharc_status_t (*call_now_fn)(coll_call_t *call, coll_call_t *h);
+
 /* A device queue a stream may be bound to (a CUDA stream, comm/gpu/gpu.h):
  * what the generic stream (api/stream.c) does with it around each call.
  * `dev` is the bound queue's state, `work` a call's state of work_size
@@ -61,9 +68,10 @@ typedef struct stream_binding {
   /* Enqueueing thread: prepares call (may rewrite its buffers and set its
    * path) and its work; the stream serialises these per dev, so the worker
    * sees calls in this order. *owed: 1 when the worker must still see the
-   * call (before and after), also on an error; 0: the caller passes it. */
-  sharc_status_t (*enqueue)(void *dev, coll_call_t *call, void *work,
-                            int *owed);
+   * call (before and after), also on an error; 0: the caller passes it.
+   * now: host collectives in call's turn, from this thread. */
+  sharc_status_t (*enqueue)(void *dev, coll_call_t *call, void *work, int *owed,
+                            call_now_fn now);
   /* Worker, before running the call: waits until its input is ready; an
    * error means the call must be skipped. */
   sharc_status_t (*before)(void *work);

@@ -97,7 +97,8 @@ static sharc_status_t check_paths(const char *fn) {
   }
   if (!known)
     return err_set(SHARC_ERR_INVALID_ARG,
-                   "%s: SHARC_CUDA_PATH=%s: use staged or ipc", fn, want);
+                   "%s: SHARC_CUDA_PATH=%s: use direct, staged or ipc", fn,
+                   want);
   return SHARC_OK;
 }
 
@@ -195,7 +196,7 @@ static void gs_close(void *dev) {
 /* The enqueueing thread (stream_binding_t.enqueue): the first path that
  * takes call queues it on the CUDA stream. */
 static sharc_status_t gs_enqueue(void *dev, coll_call_t *call, void *work,
-                                 int *owed) {
+                                 int *owed, call_now_fn now) {
   dev_stream_t *ds = dev;
   dev_work_t *w = work;
   const char *fn = sched_coll_fn(call->coll);
@@ -224,7 +225,7 @@ static sharc_status_t gs_enqueue(void *dev, coll_call_t *call, void *work,
                  "outside the capture",
                  fn, gp->call.name);
   else
-    st = gp->stage(ds, call, w, fn);
+    st = gp->stage(ds, call, w, fn, now);
   if (w->ds)
     TRACE(SUB_CUDA, "%s #%u: %s path", fn, w->seq, gp->call.name);
   gs_leave_device(prev);
@@ -321,9 +322,12 @@ static sharc_status_t gs_sync(void *dev) {
     free(b);
   }
   for (int i = 0; i < GPU_NPATHS; i++)
-    if (gpu_paths[i]->synced)
-      gpu_paths[i]->synced(ds);
-  return SHARC_OK;
+    if (gpu_paths[i]->synced) {
+      sharc_status_t ps = gpu_paths[i]->synced(ds);
+      if (st == SHARC_OK)
+        st = ps;
+    }
+  return st;
 }
 
 const stream_binding_t gpu_stream_binding = {
@@ -352,7 +356,7 @@ const stream_binding_t gpu_stream_binding = {.name = "CUDA stream"};
 
 #endif /* SHARC_HAVE_CUDA */
 
-/* The paths, in the order they are asked: the IPC path takes what it can,
- * the staged path everything else. */
-const gpu_path_t *const gpu_paths[GPU_NPATHS] = {&gpu_path_ipc,
-                                                 &gpu_path_staged};
+/* The paths, in the order they are asked: the direct and the IPC paths
+ * take what they can when chosen, the staged path everything else. */
+const gpu_path_t *const gpu_paths[GPU_NPATHS] = {
+    &gpu_path_direct, &gpu_path_ipc, &gpu_path_staged};

@@ -11,8 +11,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int gpu_path_chosen(const char *name) {
+  const char *path = param_str(PARAM_CUDA_PATH);
+  return path && !strcmp(path, name);
+}
+
+sharc_status_t gpu_check_queues(const char *fn, const char *name) {
+  const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (gpu_path_chosen(name) && conn && atoi(conn) == 1)
+    return err_set(SHARC_ERR_UNSUPPORTED,
+                   "%s: SHARC_CUDA_PATH=%s needs more than one hardware "
+                   "queue per device, and CUDA_DEVICE_MAX_CONNECTIONS=1; "
+                   "raise it or use SHARC_CUDA_PATH=staged",
+                   fn, name);
+  return SHARC_OK;
+}
 
 #ifdef SHARC_HAVE_CUDA
+
+/* This process's nonce: pids alone are reused, and repeat across pid
+ * namespaces. */
+uint64_t gs_process_nonce(void) {
+  static _Atomic uint64_t nonce;
+  uint64_t n = atomic_load(&nonce);
+  while (!n) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
+                 ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)&nonce;
+    x ^= x >> 33; /* splitmix64's finaliser */
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong(&nonce, &zero, x ? x : 1);
+    n = atomic_load(&nonce);
+  }
+  return n;
+}
 
 #define STAGE_ROUND (64u << 10) /* staging sizes are multiples of this */
 

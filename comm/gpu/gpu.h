@@ -7,6 +7,10 @@
  * A collective enqueued on a CUDA-bound stream takes one of the GPU paths,
  * the first of this table that takes it (SHARC_CUDA_PATH, docs/gpu.md):
  *
+ *   direct  path_direct.c: one host, ordered on the CUDA stream itself: the
+ *           ranks' device staging shared through CUDA IPC, copy engines
+ *           and reduction kernels, flags written and waited on by stream
+ *           memory operations; no host thread inside a call
  *   ipc     path_ipc.c: zero copy between the GPUs of one host through
  *           CUDA IPC, the copies and reductions on the device
  *   staged  path_staged.c: copies into pinned host staging, the host
@@ -51,5 +55,9 @@ sharc_status_t gpu_stream_open(void **dev, void *cuda_stream);
  * CUDA IPC cannot share it (managed memory, cudaMallocAsync pools), the
  * message saying which. */
 sharc_status_t gpu_mem_describe(const void *p, size_t bytes, mem_dev_t *out);
+
+/* comm is being freed: the direct path's state of it (device staging and
+ * flags, peers' mappings) goes once the device work using it is done. */
+void gpu_comm_release(struct sharc_comm *comm);
 
 #endif /* SHARC_COMM_GPU_H */

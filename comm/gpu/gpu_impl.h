@@ -45,18 +45,27 @@ typedef struct gpu_path {
    * error nothing waits on the CUDA stream and w->ds is NULL, except when
    * w->ds is set with w->err: the worker must still release it. */
   sharc_status_t (*stage)(dev_stream_t *ds, coll_call_t *call, dev_work_t *w,
-                          const char *fn);
-  /* ds's CUDA stream is idle (sharc_stream_synchronize). May be NULL. */
-  void (*synced)(dev_stream_t *ds);
+                          const char *fn, call_now_fn now);
+  /* ds's CUDA stream is idle (sharc_stream_synchronize); returns an error
+   * the path met since the last one (its message recorded). May be NULL. */
+  sharc_status_t (*synced)(dev_stream_t *ds);
   /* ds closes: frees the path's state of it. May be NULL. */
   void (*close)(dev_stream_t *ds);
 } gpu_path_t;
 
-extern const gpu_path_t gpu_path_ipc, gpu_path_staged;
+extern const gpu_path_t gpu_path_direct, gpu_path_ipc, gpu_path_staged;
 
 /* The paths, in the order they are asked whether they take a call. */
-#define GPU_NPATHS 2
+#define GPU_NPATHS 3
 extern const gpu_path_t *const gpu_paths[GPU_NPATHS];
+
+/* 1 if SHARC_CUDA_PATH names the path `name`. */
+int gpu_path_chosen(const char *name);
+/* For a path (`name`, when chosen) whose internal stream must run while
+ * the caller's stream waits: refused with one hardware queue per device
+ * (CUDA_DEVICE_MAX_CONNECTIONS=1), where the internal work would queue
+ * behind that wait. */
+sharc_status_t gpu_check_queues(const char *fn, const char *name);
 
 #ifdef SHARC_HAVE_CUDA
 
@@ -120,6 +129,9 @@ sharc_status_t gs_ensure_stage(dev_stream_t *ds, size_t need, const char *fn);
 /* Queues on ds's CUDA stream the event E_k and the wait for release k of a
  * call whose path queued nothing else, and fills *w. */
 sharc_status_t gs_mark(dev_stream_t *ds, dev_work_t *w, const char *fn);
+/* This process, told apart from a later one with the same pid (pids are
+ * reused and repeat across pid namespaces): never 0. */
+uint64_t gs_process_nonce(void);
 
 #endif /* SHARC_HAVE_CUDA */
 

@@ -57,32 +57,21 @@
 #include "devptr.h"
 
 /* This path's index in dev_stream_t.path_state (gpu_paths). */
-#define IPC_SLOT 0
+#define IPC_SLOT 1
 
 /* SHARC_CUDA_PATH=ipc, all of comm's ranks on one host, one of the four
  * collectives it implements (the others take the staged path). */
 static int ipc_takes(const coll_call_t *call) {
-  const char *path = param_str(PARAM_CUDA_PATH);
   return (call->coll == SCHED_ALL_GATHER ||
           call->coll == SCHED_REDUCE_SCATTER ||
           call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_BROADCAST) &&
-         dev_have_cuda() && call->comm->nhosts == 1 && path &&
-         !strcmp(path, "ipc");
+         dev_have_cuda() && call->comm->nhosts == 1 && gpu_path_chosen("ipc");
 }
 
+/* The IPC path's copies run on an internal stream while the caller's
+ * stream waits. */
 static sharc_status_t ipc_check_env(const char *fn) {
-  const char *path = param_str(PARAM_CUDA_PATH);
-  /* The IPC path's copies run on an internal stream while the caller's
-   * stream waits: with one hardware queue they would queue behind that
-   * wait and never run. */
-  const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  if (path && !strcmp(path, "ipc") && conn && atoi(conn) == 1)
-    return err_set(SHARC_ERR_UNSUPPORTED,
-                   "%s: SHARC_CUDA_PATH=ipc needs more than one hardware "
-                   "queue per device, and CUDA_DEVICE_MAX_CONNECTIONS=1; "
-                   "raise it or use SHARC_CUDA_PATH=staged",
-                   fn);
-  return SHARC_OK;
+  return gpu_check_queues(fn, "ipc");
 }
 
 #ifdef SHARC_HAVE_CUDA
@@ -128,26 +117,6 @@ typedef struct {
   uint64_t nonce; /* process is reached without CUDA IPC) */
   uint64_t epoch; /* the owner's mem_dev_epoch: its deregistrations */
 } ipc_desc_t;
-
-/* This process's nonce: pids alone are reused, and repeat across pid
- * namespaces. */
-static uint64_t process_nonce(void) {
-  static _Atomic uint64_t nonce;
-  uint64_t n = atomic_load(&nonce);
-  while (!n) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
-                 ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)&nonce;
-    x ^= x >> 33; /* splitmix64's finaliser */
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    uint64_t zero = 0;
-    atomic_compare_exchange_strong(&nonce, &zero, x ? x : 1);
-    n = atomic_load(&nonce);
-  }
-  return n;
-}
 
 typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size,
                                  CUdeviceptr dptr);
@@ -404,9 +373,9 @@ static void map_put(map_slot_t *s) {
  * never inside a call. Mappings of buffers their owners registered
  * (sharc_mem_register) stay until the owner has deregistered device memory
  * since. */
-static void ipc_trim(dev_stream_t *ds) {
+static sharc_status_t ipc_trim(dev_stream_t *ds) {
   if (!ds->path_state[IPC_SLOT]) /* no call of ds took the path */
-    return;
+    return SHARC_OK;
   pthread_mutex_lock(&maps.lock);
   /* Past MAP_KEEP_MAX kept mappings, the least recently used idle ones
    * close too (their owners may be gone for good). */
@@ -440,6 +409,7 @@ static void ipc_trim(dev_stream_t *ds) {
     }
   }
   pthread_mutex_unlock(&maps.lock);
+  return SHARC_OK;
 }
 
 /* ---- one call ------------------------------------------------------------
@@ -578,7 +548,7 @@ static sharc_status_t exchange(ipc_call_t *c) {
   }
   mine.sig = signature(call);
   mine.pid = (int64_t)getpid();
-  mine.nonce = process_nonce();
+  mine.nonce = gs_process_nonce();
   CHECK(host_coll(c, SCHED_ALL_GATHER, &mine, c->all, sizeof mine));
   const char *fn = sched_coll_fn(call->coll);
   for (int r = 0; r < c->n; r++) {
@@ -620,7 +590,7 @@ static sharc_status_t map_peers(ipc_call_t *c) {
         continue;
       uint8_t *p;
       const ipc_desc_t *o = &c->all[r];
-      if (o->pid == (int64_t)self && o->nonce == process_nonce()) {
+      if (o->pid == (int64_t)self && o->nonce == gs_process_nonce()) {
         /* a rank of this process */
         p = (uint8_t *)(uintptr_t)(d->base + d->off);
       } else {
@@ -800,7 +770,9 @@ out:
 /* The enqueueing thread (gpu_path_t.stage): the call's own buffers, nothing
  * copied; the CUDA stream marks the call and waits for its release. */
 static sharc_status_t ipc_stage(dev_stream_t *ds, coll_call_t *call,
-                                dev_work_t *w, const char *fn) {
+                                dev_work_t *w, const char *fn,
+                                call_now_fn now) {
+  (void)now;
   ipc_ctx_t *ctx = ds->path_state[IPC_SLOT];
   if (!ctx) {
     if (!(ctx = calloc(1, sizeof *ctx)))

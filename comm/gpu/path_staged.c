@@ -340,7 +340,9 @@ fail:
 }
 
 static sharc_status_t staged_stage(dev_stream_t *ds, coll_call_t *call,
-                                   dev_work_t *w, const char *fn) {
+                                   dev_work_t *w, const char *fn,
+                                   call_now_fn now) {
+  (void)now;
   plan_t p;
   plan_call(call, &p);
   CHECK(gs_ensure_stage(ds, p.l.stage_bytes, fn));

@@ -114,6 +114,8 @@ void comm_fail_as(struct sharc_comm *comm, fail_scope_t scope, int failed_rank,
     rec_dump(&comm->rec, "after this failure");
   if (scope == FAIL_JOB && comm->notify_abort)
     comm->notify_abort(comm, failed_rank, st);
+  if (comm->gpu_abort)
+    comm->gpu_abort(comm);
   comm_wake(comm);
 }
 

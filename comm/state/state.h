@@ -88,6 +88,12 @@ struct sharc_comm {
                              is set last, once the rest is filled in */
   _Atomic int fail_claim; /* first comm_fail caller wins */
 
+  /* The GPU layer's state of this comm (comm/gpu/path_direct.c), and what
+   * comm_fail_as calls when the comm fails, so that work queued on a device
+   * waiting for peers is released (NULL: none). */
+  void *gpu;
+  void (*gpu_abort)(struct sharc_comm *comm);
+
   /* errors */
   _Atomic int unusable; /* failed (comm_fail_as): later calls fail fast */
   sharc_status_t unusable_st;

@@ -3,13 +3,14 @@
 # GPU: nvidia-smi, a fresh build with SHARC_WITH_CUDA=ON, the gpu-labelled
 # CTest tests (which must run there, not skip: test_dev_kernels and the
 # staged device-memory collectives gpu.coll.n2/n3/n4, gpu.coll.tcp.n2,
-# gpu.coll.hostfn.n3, the CUDA IPC path gpu.coll.ipc.n2/n3/n4 and the
-# killed-rank gpu.kill.shm/tcp/ipc from tests/mp),
+# gpu.coll.hostfn.n3, the CUDA IPC path gpu.coll.ipc.n2/n3/n4, the direct
+# path gpu.coll.direct.n2/n3/n4, gpu.loop.direct, gpu.direct.props and the
+# killed-rank gpu.kill.shm/tcp/ipc/direct from tests/mp),
 # unit.test_stream_cuda (must take its
 # with-a-device branch), compute-sanitizer memcheck on test_dev_kernels, and
 # test_dev_kernels --big (indices past 2^31), then sharc-bench on device
 # memory: `all --mem cuda` with 2 and 4 ranks on the GPU, staged and with
-# SHARC_CUDA_PATH=ipc (tables in bench_{cuda,ipc}_n{2,4}.log, rows in the
+# SHARC_CUDA_PATH=ipc and =direct (tables in bench_{cuda,ipc,direct}_n{2,4}.log, rows in the
 # .json of the same names), NCCL with 1 rank
 # and --compare nccl with 2 ranks (bench_nccl_*: recorded, but a failure or
 # skip there does not fail the run: NCCL before 2.30 refuses 2 ranks on one
@@ -194,10 +195,14 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
       "$bench" all_reduce -b 1M -e "$pbytes" -f 4 -n 10 -w 2 -T 300 \
       --mem cuda -J "$logs/bench_cuda_pipe_n2_$k.json"
   done
-  # the CUDA IPC path (its target: 85% of the copy limit)
+  # the CUDA IPC path (its target: 85% of the copy limit), and the direct
+  # path (ordered on the CUDA stream, no host thread)
   for n in 2 4; do
     step "bench_ipc_n$n" env SHARC_CUDA_PATH=ipc timeout 120 "$run" -n "$n" \
       --timeout 110 "$bench" "${bargs[@]}" -J "$logs/bench_ipc_n$n.json"
+    step "bench_direct_n$n" env SHARC_CUDA_PATH=direct timeout 120 "$run" \
+      -n "$n" --timeout 110 "$bench" "${bargs[@]}" \
+      -J "$logs/bench_direct_n$n.json"
   done
   # NCCL: the system's libnccl.so.2, else the one of the nvidia-nccl Python
   # package (the GPU image has NCCL only there)

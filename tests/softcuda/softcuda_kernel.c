@@ -6,6 +6,7 @@
  * another, in forward order or, with SOFTCUDA_GRID_ORDER=reverse, in
  * reverse order. No kernel has a host stand-in.
  */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,13 @@ static const char *bad_config(dim3 g, dim3 b, size_t shared_mem) {
   return NULL;
 }
 
+/* Kernels queued in this process (softcuda_kernel_launches). */
+static _Atomic unsigned long long launches;
+
+unsigned long long softcuda_kernel_launches(void) {
+  return atomic_load(&launches);
+}
+
 cudaError_t softcuda_launch(const void *func, dim3 grid, dim3 block,
                             size_t shared_mem, cudaStream_t stream,
                             void (*run)(void *ctx, int reverse),
@@ -81,6 +89,7 @@ cudaError_t softcuda_launch(const void *func, dim3 grid, dim3 block,
     release(ctx);
     return sc_fail(cudaErrorMemoryAllocation);
   }
+  atomic_fetch_add(&launches, 1);
   o->u.kern.run = run;
   o->u.kern.release = release;
   o->u.kern.ctx = ctx;

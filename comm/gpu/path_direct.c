@@ -37,6 +37,13 @@
  *               step s+1: publish the reduced block; copy every peer's
  *               reduced block from its slot. Each block is reduced by one
  *               rank only, so every rank gets the same bits.
+ *   reduce      as all-reduce; only the root copies the reduced blocks
+ *   gather      as all-gather; only the root copies, and does not publish
+ *   scatter     the root publishes its n blocks' pieces (one 2D copy);
+ *               each rank copies its own from the root's slot
+ *   all-to-all  every rank publishes its n blocks' pieces; each copies
+ *               block r of every rank's slot
+ *   barrier     one step: publish, wait for every peer's ready word
  *
  * Buffers may be device, managed or host memory (the copies handle each);
  * the reduction kernels touch only the device staging. Calls on different
@@ -70,11 +77,9 @@
 /* This path's index in dev_stream_t.path_state (gpu_paths). */
 #define DIRECT_SLOT 0
 
+/* Every collective, when chosen and all of comm's ranks are on one host. */
 static int direct_takes(const coll_call_t *call) {
-  return (call->coll == SCHED_ALL_GATHER ||
-          call->coll == SCHED_REDUCE_SCATTER ||
-          call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_BROADCAST) &&
-         gpu_path_chosen("direct") && dev_have_cuda() &&
+  return gpu_path_chosen("direct") && dev_have_cuda() &&
          call->comm->nhosts == 1;
 }
 
@@ -647,125 +652,177 @@ static void block(size_t m, int n, int p, size_t *off, size_t *len) {
   *len = b + ((size_t)p < rem);
 }
 
-static void q_all_gather(q_t *q, const coll_call_t *call, size_t cb) {
-  devcomm_t *dc = q->dc;
-  const uint8_t *send = call->sendbuf;
-  uint8_t *recv = call->recvbuf;
-  for (size_t o = 0; o < cb && !q->err; o += dc->slot_bytes) {
-    size_t l = SHARC_MIN(dc->slot_bytes, cb - o);
-    uint32_t s = ++dc->step;
-    q_claim(q, s);
-    q_copy(q, slot(dc, dc->rank, s), send + o, l);
-    q_publish(q, s);
-    q_copy(q, recv + (size_t)dc->rank * cb + o, send + o, l);
-    for (int i = 1; i < dc->n; i++) {
-      int p = (dc->rank + i) % dc->n;
-      q_await(q, p, s);
-      q_copy(q, recv + (size_t)p * cb + o, slot(dc, p, s), l);
-    }
-    q_done(q, s);
-  }
-}
-
-static void q_broadcast(q_t *q, const coll_call_t *call, size_t cb) {
-  devcomm_t *dc = q->dc;
-  int root = call->root, me = dc->rank == root;
-  const uint8_t *send = call->sendbuf;
-  uint8_t *recv = call->recvbuf;
-  for (size_t o = 0; o < cb && !q->err; o += dc->slot_bytes) {
-    size_t l = SHARC_MIN(dc->slot_bytes, cb - o);
-    uint32_t s = ++dc->step;
-    if (me) {
-      q_claim(q, s);
-      q_copy(q, slot(dc, root, s), send + o, l);
-      q_publish(q, s);
-      q_copy(q, recv + o, send + o, l);
-    } else {
-      q_await(q, root, s);
-      q_copy(q, recv + o, slot(dc, root, s), l);
-    }
-    q_done(q, s);
-  }
-}
-
-/* Step s of a reduce-scatter or all-reduce piece: publishes what the
- * others reduce (all-reduce: m contiguous elements at o; reduce-scatter:
- * m elements at o of each of the n blocks of count elements). */
-static void q_publish_inputs(q_t *q, const coll_call_t *call, uint32_t s,
-                             size_t o, size_t m) {
-  devcomm_t *dc = q->dc;
-  size_t esize = sharc_dtype_size(call->dtype);
-  const uint8_t *send = call->sendbuf;
-  q_claim(q, s);
-  if (call->coll == SCHED_ALL_REDUCE) {
-    q_copy(q, slot(dc, dc->rank, s), send + o * esize, m * esize);
-  } else if (!q->err) {
-    cudaError_t e = cudaMemcpy2DAsync(
-        slot(dc, dc->rank, s), m * esize, send + o * esize, call->count * esize,
-        m * esize, (size_t)dc->n, cudaMemcpyDefault, q->cs);
-    q_fail(q, (int)e, "cudaMemcpy2DAsync");
-  }
-  q_publish(q, s);
-  for (int i = 1; i < dc->n; i++)
-    q_await(q, (dc->rank + i) % dc->n, s);
-}
-
-static void q_reduce_scatter(q_t *q, const coll_call_t *call) {
-  devcomm_t *dc = q->dc;
-  size_t esize = sharc_dtype_size(call->dtype);
-  size_t per = dc->slot_bytes / ((size_t)dc->n * esize);
-  uint8_t *recv = call->recvbuf;
-  for (size_t o = 0; o < call->count && !q->err; o += per) {
-    size_t m = SHARC_MIN(per, call->count - o);
-    uint32_t s = ++dc->step, t = ++dc->step;
-    q_publish_inputs(q, call, s, o, m);
-    q_claim(q, t);
-    uint8_t *dst = slot(dc, dc->rank, t);
-    q_reduce(q, call, dst, s, (size_t)dc->rank * m, m);
-    q_copy(q, recv + o * esize, dst, m * esize);
-    q_done(q, t);
-  }
-}
-
-static void q_all_reduce(q_t *q, const coll_call_t *call) {
-  devcomm_t *dc = q->dc;
-  size_t esize = sharc_dtype_size(call->dtype);
-  size_t per = dc->slot_bytes / esize;
-  uint8_t *recv = call->recvbuf;
-  for (size_t o = 0; o < call->count && !q->err; o += per) {
-    size_t m = SHARC_MIN(per, call->count - o);
-    uint32_t s = ++dc->step, t = ++dc->step;
-    q_publish_inputs(q, call, s, o, m);
-    size_t off, len;
-    block(m, dc->n, dc->rank, &off, &len);
-    q_claim(q, t);
-    q_reduce(q, call, slot(dc, dc->rank, t), s, off, len);
-    q_publish(q, t);
-    for (int i = 0; i < dc->n; i++) {
-      int p = (dc->rank + i) % dc->n;
-      block(m, dc->n, p, &off, &len);
-      if (i)
-        q_await(q, p, t);
-      q_copy(q, recv + (o + off) * esize, slot(dc, p, t), len * esize);
-    }
-    q_done(q, t);
-  }
-}
-
-/* The steps call takes (the watchdog's and the entry word's count). */
-static uint32_t call_steps(const devcomm_t *dc, const coll_call_t *call,
-                           size_t esize) {
-  size_t cb = call->count * esize, per;
+/* The size of one piece of call: bytes of each rank's block (all-gather,
+ * broadcast, gather, scatter, all-to-all) or elements (the reductions: of
+ * each block for reduce-scatter, of the whole piece for all-reduce and
+ * reduce), so that what a rank publishes in one step fits its slot. */
+static size_t piece(const devcomm_t *dc, const coll_call_t *call,
+                    size_t esize) {
+  size_t n = (size_t)dc->n;
   switch (call->coll) {
   case SCHED_REDUCE_SCATTER:
-    per = dc->slot_bytes / ((size_t)dc->n * esize);
-    return (uint32_t)(2 * ((call->count + per - 1) / per));
+    return dc->slot_bytes / (n * esize);
   case SCHED_ALL_REDUCE:
-    per = dc->slot_bytes / esize;
-    return (uint32_t)(2 * ((call->count + per - 1) / per));
+  case SCHED_REDUCE:
+    return dc->slot_bytes / esize;
+  case SCHED_SCATTER:
+  case SCHED_ALL_TO_ALL:
+    return dc->slot_bytes / n / esize * esize;
   default:
-    return (uint32_t)((cb + dc->slot_bytes - 1) / dc->slot_bytes);
+    return dc->slot_bytes;
   }
+}
+
+/* The steps call takes (the entry word's count). */
+static uint32_t call_steps(const devcomm_t *dc, const coll_call_t *call,
+                           size_t esize) {
+  if (call->coll == SCHED_BARRIER)
+    return 1;
+  int reduces = call->coll == SCHED_REDUCE_SCATTER ||
+                call->coll == SCHED_ALL_REDUCE || call->coll == SCHED_REDUCE;
+  size_t total = reduces ? call->count : call->count * esize;
+  size_t per = piece(dc, call, esize);
+  return (uint32_t)((reduces ? 2 : 1) * ((total + per - 1) / per));
+}
+
+/* Claims this rank's slot of step s, fills it with n blocks of l bytes
+ * from src (block p at src + p * stride; one 2D copy) and publishes it. */
+static void q_publish_blocks(q_t *q, uint32_t s, const uint8_t *src,
+                             size_t stride, size_t l) {
+  devcomm_t *dc = q->dc;
+  q_claim(q, s);
+  if (!q->err && l)
+    q_fail(q,
+           (int)cudaMemcpy2DAsync(slot(dc, dc->rank, s), l, src, stride, l,
+                                  (size_t)dc->n, cudaMemcpyDefault, q->cs),
+           "cudaMemcpy2DAsync");
+  q_publish(q, s);
+}
+
+/* Claims this rank's slot of step s, fills it with l bytes from src and
+ * publishes it. */
+static void q_publish_copy(q_t *q, uint32_t s, const void *src, size_t l) {
+  q_claim(q, s);
+  q_copy(q, slot(q->dc, q->dc->rank, s), src, l);
+  q_publish(q, s);
+}
+
+/* all-gather and gather: each rank's block (every rank's, to the root
+ * only for gather) through its slot. */
+static void q_gathers(q_t *q, const coll_call_t *call, size_t cb) {
+  devcomm_t *dc = q->dc;
+  int all = call->coll == SCHED_ALL_GATHER, root = call->root;
+  int receives = all || dc->rank == root;
+  const uint8_t *send = call->sendbuf;
+  uint8_t *recv = call->recvbuf;
+  size_t per = piece(dc, call, 1);
+  for (size_t o = 0; o < cb && !q->err; o += per) {
+    size_t l = SHARC_MIN(per, cb - o);
+    uint32_t s = ++dc->step;
+    if (all || dc->rank != root)
+      q_publish_copy(q, s, send + o, l);
+    for (int i = 0; i < dc->n && receives; i++) {
+      int p = (dc->rank + i) % dc->n;
+      if (i)
+        q_await(q, p, s);
+      q_copy(q, recv + (size_t)p * cb + o, i ? slot(dc, p, s) : send + o, l);
+    }
+    q_done(q, s);
+  }
+}
+
+/* broadcast, scatter and all-to-all: the sender's slot holds one block
+ * (broadcast) or n blocks (scatter: the root's; all-to-all: every rank's),
+ * each rank copies the block meant for it. */
+static void q_spreads(q_t *q, const coll_call_t *call, size_t cb) {
+  devcomm_t *dc = q->dc;
+  int bc = call->coll == SCHED_BROADCAST, a2a = call->coll == SCHED_ALL_TO_ALL;
+  int root = call->root, r = dc->rank;
+  const uint8_t *send = call->sendbuf;
+  uint8_t *recv = call->recvbuf;
+  size_t per = piece(dc, call, sharc_dtype_size(call->dtype));
+  for (size_t o = 0; o < cb && !q->err; o += per) {
+    size_t l = SHARC_MIN(per, cb - o);
+    uint32_t s = ++dc->step;
+    if (bc && r == root)
+      q_publish_copy(q, s, send + o, l);
+    else if (a2a || r == root)
+      q_publish_blocks(q, s, send + o, cb, l);
+    if (a2a) { /* block r of every rank, to block p of recv */
+      for (int i = 0; i < dc->n; i++) {
+        int p = (r + i) % dc->n;
+        if (i)
+          q_await(q, p, s);
+        q_copy(q, recv + (size_t)p * cb + o,
+               i ? slot(dc, p, s) + (size_t)r * l : send + (size_t)r * cb + o,
+               l);
+      }
+    } else if (r == root) {
+      q_copy(q, recv + o, send + (bc ? 0 : (size_t)r * cb) + o, l);
+    } else {
+      q_await(q, root, s);
+      q_copy(q, recv + o, slot(dc, root, s) + (bc ? 0 : (size_t)r * l), l);
+    }
+    q_done(q, s);
+  }
+}
+
+/* reduce-scatter, all-reduce and reduce, per piece: step s publishes what
+ * the others reduce (reduce-scatter: the piece of each of the n blocks;
+ * otherwise m contiguous elements split into n blocks); in step t each
+ * rank reduces its block of the piece into its slot t, starting with its
+ * own contribution; then reduce-scatter copies it out, and all-reduce
+ * (every rank) and reduce (the root) gather every rank's reduced block. */
+static void q_reductions(q_t *q, const coll_call_t *call) {
+  devcomm_t *dc = q->dc;
+  size_t esize = sharc_dtype_size(call->dtype);
+  size_t per = piece(dc, call, esize);
+  int rs = call->coll == SCHED_REDUCE_SCATTER;
+  int receives = call->coll == SCHED_ALL_REDUCE || dc->rank == call->root;
+  const uint8_t *send = call->sendbuf;
+  uint8_t *recv = call->recvbuf;
+  for (size_t o = 0; o < call->count && !q->err; o += per) {
+    size_t m = SHARC_MIN(per, call->count - o);
+    uint32_t s = ++dc->step, t = ++dc->step;
+    if (rs)
+      q_publish_blocks(q, s, send + o * esize, call->count * esize, m * esize);
+    else
+      q_publish_copy(q, s, send + o * esize, m * esize);
+    for (int i = 1; i < dc->n; i++)
+      q_await(q, (dc->rank + i) % dc->n, s);
+    size_t off, len;
+    if (rs) {
+      off = (size_t)dc->rank * m;
+      len = m;
+    } else {
+      block(m, dc->n, dc->rank, &off, &len);
+    }
+    q_claim(q, t);
+    q_reduce(q, call, slot(dc, dc->rank, t), s, off, len);
+    if (rs) {
+      q_copy(q, recv + o * esize, slot(dc, dc->rank, t), m * esize);
+    } else {
+      q_publish(q, t);
+      for (int i = 0; i < dc->n && receives; i++) {
+        int p = (dc->rank + i) % dc->n;
+        block(m, dc->n, p, &off, &len);
+        if (i)
+          q_await(q, p, t);
+        q_copy(q, recv + (o + off) * esize, slot(dc, p, t), len * esize);
+      }
+    }
+    q_done(q, t);
+  }
+}
+
+/* barrier: one step, nothing moved. */
+static void q_barrier(q_t *q) {
+  uint32_t s = ++q->dc->step;
+  q_publish(q, s);
+  for (int p = 0; p < q->dc->n; p++)
+    if (p != q->dc->rank)
+      q_await(q, p, s);
+  q_done(q, s);
 }
 
 /* Queues call on cs (dc->lock held). */
@@ -779,26 +836,29 @@ static void q_call(q_t *q, const coll_call_t *call) {
   uint32_t last = dc->step + call_steps(dc, call, esize);
   q_write(q, (uint32_t *)(uintptr_t)dc->words_dev, last);
   if (dc->n == 1) { /* nobody to wait for */
-    q_copy(q, call->recvbuf, call->sendbuf, cb);
+    if (call->coll != SCHED_BARRIER)
+      q_copy(q, call->recvbuf, call->sendbuf, cb);
     dc->step = last;
+    q_write(q, (uint32_t *)(uintptr_t)dc->words_dev + 1, last);
   } else {
     switch (call->coll) {
     case SCHED_ALL_GATHER:
-      q_all_gather(q, call, cb);
+    case SCHED_GATHER:
+      q_gathers(q, call, cb);
       break;
     case SCHED_BROADCAST:
-      q_broadcast(q, call, cb);
+    case SCHED_SCATTER:
+    case SCHED_ALL_TO_ALL:
+      q_spreads(q, call, cb);
       break;
-    case SCHED_REDUCE_SCATTER:
-      q_reduce_scatter(q, call);
+    case SCHED_BARRIER:
+      q_barrier(q);
       break;
     default:
-      q_all_reduce(q, call);
+      q_reductions(q, call);
       break;
     }
   }
-  if (dc->n == 1)
-    q_write(q, (uint32_t *)(uintptr_t)dc->words_dev + 1, last);
   if (!q->err) {
     q_fail(q, (int)cudaEventRecord(dc->last, q->cs), "cudaEventRecord");
     dc->last_cs = q->cs;

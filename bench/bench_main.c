@@ -416,10 +416,15 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
     if (t->rows[i].size > big)
       big = t->rows[i].size;
   int sharc = !strcmp(t->b->name, "sharc");
+  const char *path = getenv("SHARC_CUDA_PATH");
+  int staged = t->b->nhosts > 1 || (path && !strcmp(path, "staged"));
   const char *fifo =
-      o->cuda && sharc
+      o->cuda && sharc && staged
           ? "; sharc's staged path copies through pinned host memory (D2H, "
             "host collective, H2D): PCIe bounds it well below this"
+      : o->cuda && sharc
+          ? "; sharc's direct and ipc paths copy between the GPU ranks' "
+            "memory (the direct path twice: into its staging, then out)"
       : o->reg == 0 && sharc && !two
           ? "; -R 0 stages through FIFOs (2 copies): half of it"
           : "";

@@ -208,19 +208,24 @@ SHARC_API sharc_status_t sharc_stream_synchronize(sharc_stream_t stream);
  * at once; it starts after the work queued on cuda_stream before it, and
  * work queued on cuda_stream after it sees its results. Buffers may be
  * device memory (cudaMalloc, managed) or host memory, each on its own; the
- * in-place layouts are those of host memory. Device data moves through
- * pinned host staging owned by the stream (grown to the largest call,
- * freed by synchronize and destroy) and is reduced on the host; buffers
- * must stay valid and unmodified until cuda_stream passed the collective.
- * Blocking: none (the host work runs on the stream's thread, which sleeps
- * while it waits for the device). sharc_stream_synchronize waits for the
- * host-side work, then for cuda_stream, and returns the first error (a
- * failed collective is still completed on cuda_stream, with undefined
- * results, so nothing there waits forever); sharc_stream_destroy waits
- * likewise, then frees. Events record host-side completion. cuda_stream
- * stays the caller's; destroy the sharc stream first. Thread safe.
- * Errors: SHARC_ERR_CUDA when no usable device or driver exists (the
- * message says why), SHARC_ERR_UNSUPPORTED when sharc was built without
+ * in-place layouts are those of host memory. Buffers must stay valid and
+ * unmodified until cuda_stream passed the collective. How the data moves
+ * (SHARC_CUDA_PATH, docs/gpu.md): with every rank of the communicator on
+ * one host, by default the whole call is queued on cuda_stream (copies
+ * through device staging the ranks share by CUDA IPC, reductions on the
+ * device, no host thread; the communicator's first such call sets that up
+ * with its peers and blocks until its earlier calls ran); elsewhere, or
+ * where that setup fails on some rank, through pinned host staging owned by
+ * the stream (grown to the largest call, freed by synchronize and destroy),
+ * reduced on the host by the stream's thread, which sleeps while it waits
+ * for the device. Blocking: none beyond that first call.
+ * sharc_stream_synchronize waits for the host-side work, then for cuda_stream,
+ * and returns the first error (a failed collective is still completed on
+ * cuda_stream, with undefined results, so nothing there waits forever);
+ * sharc_stream_destroy waits likewise, then frees. Events record host-side
+ * completion. cuda_stream stays the caller's; destroy the sharc stream first.
+ * Thread safe. Errors: SHARC_ERR_CUDA when no usable device or driver exists
+ * (the message says why), SHARC_ERR_UNSUPPORTED when sharc was built without
  * CUDA. A collective enqueued while cuda_stream is being captured into a
  * CUDA graph fails with SHARC_ERR_UNSUPPORTED. */
 SHARC_API sharc_status_t sharc_stream_create_cuda(sharc_stream_t *stream,

@@ -286,12 +286,15 @@ static sharc_status_t check_host_memory(const coll_call_t *c,
                     stream ? "a host stream" : "no stream (blocking)");
 }
 
-/* call_now_fn: h's host collective in call's turn, on this thread. */
+/* call_now_fn: h's host collective in call's turn, on this thread (h
+ * NULL: only the wait for the turn). */
 static sharc_status_t coll_now(coll_call_t *call, coll_call_t *h) {
   struct sharc_comm *comm = call->comm;
   wait_turn(comm, call->ticket);
   if (atomic_load(&comm->unusable))
     return unusable(call);
+  if (!h)
+    return SHARC_OK;
   rec_entry_t *rec =
       rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
                 (int)SCHED_ALGO_DIRECT, call->root, call->count);

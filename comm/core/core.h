@@ -129,13 +129,14 @@ const char *err_last(void);
     "how a CUDA stream waits for a staged collective: auto "                   \
     "(cuStreamWaitValue32 where the driver has it) or hostfn (a blocking "     \
     "cudaLaunchHostFunc; for testing that fallback)")                          \
-  X(CUDA_PATH, "SHARC_CUDA_PATH", "staged",                                    \
-    "device memory on CUDA streams: staged (through pinned host buffers and "  \
-    "the host transports), direct (one host: ordered on the CUDA stream, "     \
-    "device staging shared by CUDA IPC, copy engines, device reductions and "  \
-    "stream memory operations) or ipc (one host: CUDA IPC, zero copy, "        \
-    "orchestrated by the stream's host thread); direct and ipc not yet run "   \
-    "on a GPU")                                                                \
+  X(CUDA_PATH, "SHARC_CUDA_PATH", "auto",                                      \
+    "device memory on CUDA streams: auto (direct where all ranks are on one "  \
+    "host and its setup works, else staged), direct (one host: ordered on "    \
+    "the CUDA stream, device staging shared by CUDA IPC, copy engines, "       \
+    "device reductions and stream memory operations), staged (through "        \
+    "pinned host buffers and the host transports) or ipc (one host: CUDA "     \
+    "IPC, zero copy, orchestrated by the stream's host thread); direct and "   \
+    "ipc not yet run on a GPU")                                                \
   X(CUDA_SLOT_BYTES, "SHARC_CUDA_SLOT_BYTES", "2097152",                       \
     "direct path: bytes of each of the two device staging slots per rank "     \
     "(a call moves through them in pieces of at most this size)")              \

@@ -54,8 +54,10 @@ typedef struct call_path {
 /* Runs, on the calling thread and in call's turn (waiting for it; the turn
  * is not passed), the host collective h on call's communicator, under a
  * recorder entry for call: for a path that must agree with its peers while
- * the call is enqueued (one-time setup). An error fails the call; a failure
- * of the host collective breaks the communicator as in any collective. */
+ * the call is enqueued (one-time setup). h NULL: only waits for the turn
+ * (then every earlier call of the communicator has run or been passed). An
+ * error fails the call (the communicator failed already); a failure of the
+ * host collective breaks the communicator as in any collective. */
 typedef sharc_status_t (*call_now_fn)(coll_call_t *call, coll_call_t *h);
 
 /* A device queue a stream may be bound to (a CUDA stream, comm/gpu/gpu.h):

@@ -88,7 +88,7 @@ static sharc_status_t no_device(cudaError_t e, int ndev) {
 /* SHARC_CUDA_PATH names a path, and that path's requirements hold. */
 static sharc_status_t check_paths(const char *fn) {
   const char *want = param_str(PARAM_CUDA_PATH);
-  int known = !want;
+  int known = !want || !strcmp(want, "auto");
   for (int i = 0; i < GPU_NPATHS; i++) {
     const gpu_path_t *gp = gpu_paths[i];
     if (gp->check_env)
@@ -97,8 +97,8 @@ static sharc_status_t check_paths(const char *fn) {
   }
   if (!known)
     return err_set(SHARC_ERR_INVALID_ARG,
-                   "%s: SHARC_CUDA_PATH=%s: use direct, staged or ipc", fn,
-                   want);
+                   "%s: SHARC_CUDA_PATH=%s: use auto, direct, staged or ipc",
+                   fn, want);
   return SHARC_OK;
 }
 

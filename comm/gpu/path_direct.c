@@ -77,10 +77,20 @@
 /* This path's index in dev_stream_t.path_state (gpu_paths). */
 #define DIRECT_SLOT 0
 
-/* Every collective, when chosen and all of comm's ranks are on one host. */
+/* comm->gpu when the ranks found at setup that the path cannot work here
+ * (SHARC_CUDA_PATH=auto): its calls take the staged path. */
+static char declined_mark;
+
+static void *comm_gpu(const struct sharc_comm *comm) {
+  return __atomic_load_n(&comm->gpu, __ATOMIC_ACQUIRE);
+}
+
+/* Every collective, when chosen (SHARC_CUDA_PATH=direct, or auto unless
+ * the setup declined it) and all of comm's ranks are on one host. */
 static int direct_takes(const coll_call_t *call) {
-  return gpu_path_chosen("direct") && dev_have_cuda() &&
-         call->comm->nhosts == 1;
+  return (gpu_path_chosen("direct") || gpu_path_chosen("auto")) &&
+         dev_have_cuda() && call->comm->nhosts == 1 &&
+         comm_gpu(call->comm) != &declined_mark;
 }
 
 static sharc_status_t direct_check_env(const char *fn) {
@@ -92,7 +102,9 @@ static sharc_status_t direct_check_env(const char *fn) {
 #include "device.h" /* kernels/ */
 
 #define NSLOTS 2
-#define RELEASED_BYTE 0x7f /* flags memset to 0x7f7f7f7f pass every wait */
+#define NWORDS 3                /* flag words per peer: ready, done, probe */
+#define PROBE_NS 10000000000ull /* the setup's probe waits at most this */
+#define RELEASED_BYTE 0x7f      /* flags memset to 0x7f7f7f7f pass every wait */
 
 typedef CUresult (*write_value32_fn)(CUstream stream, CUdeviceptr addr,
                                      cuuint32_t value, unsigned int flags);
@@ -139,6 +151,12 @@ typedef struct devcomm {
   sharc_status_t fail_st;
   char msg[sizeof(((struct sharc_comm *)0)->unusable_msg)];
 } devcomm_t;
+
+/* comm's device comm, NULL before the setup or when it was declined. */
+static devcomm_t *comm_dc(const struct sharc_comm *comm) {
+  void *g = comm_gpu(comm);
+  return g == &declined_mark ? NULL : g;
+}
 
 /* ---- the watchdog -------------------------------------------------------
  * One thread per process, started with the first device comm: every 100
@@ -313,7 +331,7 @@ static void dc_put(devcomm_t *dc) {
 /* comm_fail_as's hook: records the failure and lets every queued wait of
  * this rank pass. */
 static void direct_abort(struct sharc_comm *comm) {
-  devcomm_t *dc = comm->gpu;
+  devcomm_t *dc = comm_dc(comm);
   if (!dc || atomic_exchange(&dc->failed, 1))
     return;
   pthread_mutex_lock(&comm->err_lock);
@@ -335,14 +353,14 @@ static void direct_abort(struct sharc_comm *comm) {
 }
 
 void gpu_comm_release(struct sharc_comm *comm) {
-  devcomm_t *dc = comm->gpu;
+  devcomm_t *dc = comm_dc(comm);
+  comm->gpu = NULL;
   if (!dc)
     return;
   pthread_mutex_lock(&wd.lock);
   dc->comm = NULL;
   pthread_mutex_unlock(&wd.lock);
   comm->gpu_abort = NULL;
-  comm->gpu = NULL;
   dc_put(dc);
 }
 
@@ -352,40 +370,49 @@ static sharc_status_t check_descs(struct sharc_comm *comm, const dc_desc_t *all,
                                   const char *fn) {
   for (int p = 0; p < comm->nranks; p++) {
     if (all[p].status != SHARC_OK)
-      return comm_error(comm, (sharc_status_t)all[p].status,
-                        "%s on a CUDA stream (direct path): rank %d could not "
-                        "set up its device staging (its log says why)",
-                        fn, p);
+      return comm_record(comm, (sharc_status_t)all[p].status,
+                         "%s on a CUDA stream (direct path): rank %d could not "
+                         "set up its device staging (its log says why)",
+                         fn, p);
     if (all[p].slot_bytes != all[0].slot_bytes)
-      return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                        "%s on a CUDA stream (direct path): rank %d has "
-                        "SHARC_CUDA_SLOT_BYTES=%llu, rank 0 %llu; set the "
-                        "same on every rank",
-                        fn, p, (unsigned long long)all[p].slot_bytes,
-                        (unsigned long long)all[0].slot_bytes);
+      return comm_record(comm, SHARC_ERR_INVALID_ARG,
+                         "%s on a CUDA stream (direct path): rank %d has "
+                         "SHARC_CUDA_SLOT_BYTES=%llu, rank 0 %llu; set the "
+                         "same on every rank",
+                         fn, p, (unsigned long long)all[p].slot_bytes,
+                         (unsigned long long)all[0].slot_bytes);
   }
   return SHARC_OK;
 }
 
+/* A failed CUDA call of the setup, recorded without logging (dc_setup
+ * says it once, as a warning or, where auto falls back, information). */
+static sharc_status_t cuda_record(cudaError_t e, const char *fn,
+                                  const char *what) {
+  (void)cudaGetLastError();
+  return err_record(SHARC_ERR_CUDA, "%s on a CUDA stream: %s: %s: %s", fn, what,
+                    cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
 /* This rank's part of the setup: its buffer, stream, event and words;
- * a failure is recorded (err_set) and returned. */
+ * a failure is recorded (err_record) and returned. */
 static sharc_status_t dc_alloc(devcomm_t *dc, dev_stream_t *ds, dc_desc_t *mine,
                                const char *fn) {
   char why[128];
   dc->wait32 = ds->wait32;
   if (!dc->wait32)
-    return err_set(SHARC_ERR_UNSUPPORTED,
-                   "%s: SHARC_CUDA_PATH=direct needs cuStreamWaitValue32, "
-                   "which device %d does not offer here; use "
-                   "SHARC_CUDA_PATH=staged",
-                   fn, ds->device);
+    return err_record(SHARC_ERR_UNSUPPORTED,
+                      "%s: SHARC_CUDA_PATH=direct needs cuStreamWaitValue32, "
+                      "which device %d does not offer here; use "
+                      "SHARC_CUDA_PATH=staged",
+                      fn, ds->device);
   dc->write32 = (write_value32_fn)dev_driver_entry(
       "cuStreamWriteValue32", cudaEnableLegacyStream, why, sizeof why);
   if (!dc->write32)
-    return err_set(SHARC_ERR_UNSUPPORTED,
-                   "%s: SHARC_CUDA_PATH=direct needs cuStreamWriteValue32: "
-                   "%s; use SHARC_CUDA_PATH=staged",
-                   fn, why);
+    return err_record(SHARC_ERR_UNSUPPORTED,
+                      "%s: SHARC_CUDA_PATH=direct needs cuStreamWriteValue32: "
+                      "%s; use SHARC_CUDA_PATH=staged",
+                      fn, why);
   cudaError_t e = cudaMalloc((void **)&dc->mem, dc->bytes);
   if (e == cudaSuccess)
     e = cudaMemset(dc->mem, 0, dc->stg_off);
@@ -406,7 +433,7 @@ static sharc_status_t dc_alloc(devcomm_t *dc, dev_stream_t *ds, dc_desc_t *mine,
     dc->words_dev = (CUdeviceptr)(uintptr_t)d;
   }
   if (e != cudaSuccess)
-    return gs_cuda_fail(e, fn, "the direct path's device staging and flags");
+    return cuda_record(e, fn, "the direct path's device staging and flags");
   mine->base = (uint64_t)(uintptr_t)dc->mem;
   return SHARC_OK;
 }
@@ -427,12 +454,12 @@ static sharc_status_t dc_map(devcomm_t *dc, const dc_desc_t *all,
                                            cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return err_set(SHARC_ERR_CUDA,
-                       "%s (direct path): mapping rank %d's device staging: "
-                       "cudaIpcOpenMemHandle: %s: %s (ranks in separate "
-                       "containers or without peer access cannot share "
-                       "device memory; SHARC_CUDA_PATH=staged works there)",
-                       fn, p, cudaGetErrorName(e), cudaGetErrorString(e));
+        return err_record(SHARC_ERR_CUDA,
+                          "%s (direct path): mapping rank %d's device staging: "
+                          "cudaIpcOpenMemHandle: %s: %s (ranks in separate "
+                          "containers or without peer access cannot share "
+                          "device memory; SHARC_CUDA_PATH=staged works there)",
+                          fn, p, cudaGetErrorName(e), cudaGetErrorString(e));
       }
       dc->peer[p] = ptr;
       dc->opened[p] = 1;
@@ -444,11 +471,12 @@ static sharc_status_t dc_map(devcomm_t *dc, const dc_desc_t *all,
 /* An all-gather of one int32 status per rank through now: the first
  * failed rank's status, with a message naming it. */
 static sharc_status_t agree(coll_call_t *call, call_now_fn now,
-                            sharc_status_t mine, const char *fn) {
+                            sharc_status_t mine, const char *fn,
+                            const char *what) {
   struct sharc_comm *comm = call->comm;
   int32_t me = (int32_t)mine, *all = calloc((size_t)comm->nranks, sizeof *all);
   if (!all)
-    return comm_error(comm, SHARC_ERR_NO_MEM, "%s: out of memory", fn);
+    return comm_record(comm, SHARC_ERR_NO_MEM, "%s: out of memory", fn);
   coll_call_t h = {.coll = SCHED_ALL_GATHER,
                    .sendbuf = &me,
                    .recvbuf = all,
@@ -459,10 +487,10 @@ static sharc_status_t agree(coll_call_t *call, call_now_fn now,
   sharc_status_t st = now(call, &h);
   for (int p = 0; st == SHARC_OK && p < comm->nranks; p++)
     if (all[p] != SHARC_OK)
-      st = comm_error(comm, (sharc_status_t)all[p],
-                      "%s on a CUDA stream (direct path): rank %d could not "
-                      "map its peers' device staging (its log says why)",
-                      fn, p);
+      st = comm_record(comm, (sharc_status_t)all[p],
+                       "%s on a CUDA stream (direct path): rank %d could not "
+                       "%s (its log says why)",
+                       fn, p, what);
   free(all);
   return st;
 }
@@ -470,8 +498,20 @@ static sharc_status_t agree(coll_call_t *call, call_now_fn now,
 /* The first call of comm on this path: every rank's buffer allocated,
  * shared, mapped, and the comm's hook set. All ranks reach it at the same
  * call, in that call's turn (now). */
+static sharc_status_t dc_probe(devcomm_t *dc, const char *fn);
+
+/* A local failure of the setup: a warning where the path was asked for,
+ * information where it was chosen by default (auto falls back). */
+static void say(int autom, const char *msg) {
+  if (autom)
+    INFO(SUB_CUDA, "direct path: %s", msg);
+  else
+    WARN(SUB_CUDA, "%s", msg);
+}
+
 static sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call,
-                               call_now_fn now, const char *fn) {
+                               call_now_fn now, const char *fn, int *declined) {
+  *declined = 0;
   struct sharc_comm *comm = call->comm;
   int n = comm->nranks;
   devcomm_t *dc = calloc(1, sizeof *dc);
@@ -503,16 +543,17 @@ static sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call,
   dc->slot_bytes = (dc->slot_bytes + 255) & ~(size_t)255;
   if (dc->slot_bytes < floor_bytes)
     dc->slot_bytes = (floor_bytes + 255) & ~(size_t)255;
-  dc->stg_off = ((size_t)8 * (size_t)n + 255) & ~(size_t)255;
+  dc->stg_off = ((size_t)4 * NWORDS * (size_t)n + 255) & ~(size_t)255;
   dc->bytes = dc->stg_off + NSLOTS * dc->slot_bytes;
   dc_desc_t mine;
   memset(&mine, 0, sizeof mine);
   mine.slot_bytes = dc->slot_bytes;
   mine.pid = (int64_t)getpid();
   mine.nonce = gs_process_nonce();
+  int autom = gpu_path_chosen("auto");
   sharc_status_t st = dc_alloc(dc, ds, &mine, fn);
   if (st != SHARC_OK)
-    WARN(SUB_CUDA, "%s", err_last());
+    say(autom, err_last());
   mine.status = (int32_t)st;
   coll_call_t h = {.coll = SCHED_ALL_GATHER,
                    .sendbuf = &mine,
@@ -527,8 +568,14 @@ static sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call,
   if (st == SHARC_OK) {
     sharc_status_t m = dc_map(dc, all, fn);
     if (m != SHARC_OK)
-      WARN(SUB_CUDA, "%s", err_last());
-    st = agree(call, now, m, fn);
+      say(autom, err_last());
+    st = agree(call, now, m, fn, "map its peers' device staging");
+  }
+  if (st == SHARC_OK) {
+    sharc_status_t m = dc_probe(dc, fn);
+    if (m != SHARC_OK)
+      say(autom, err_last());
+    st = agree(call, now, m, fn, "exchange flags with its peers");
   }
   if (st == SHARC_OK)
     st = wd_add(dc, fn);
@@ -537,10 +584,22 @@ static sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call,
     /* every rank failed here alike: no peer reads this rank's buffer */
     dc->comm = NULL;
     dc_free(dc);
+    /* auto: every rank agreed the path cannot work here (the host
+     * exchanges worked): the staged path carries this comm's calls */
+    *declined = autom && !atomic_load(&comm->unusable);
+    if (!*declined)
+      WARN(SUB_CUDA, "%s", sharc_comm_last_error(comm));
+    if (*declined) {
+      INFO(SUB_CUDA,
+           "direct path unavailable, device collectives of this "
+           "communicator take the staged path: %s",
+           sharc_comm_last_error(comm));
+      __atomic_store_n(&comm->gpu, (void *)&declined_mark, __ATOMIC_RELEASE);
+    }
     return st;
   }
-  comm->gpu = dc;
   comm->gpu_abort = direct_abort;
+  __atomic_store_n(&comm->gpu, (void *)dc, __ATOMIC_RELEASE);
   INFO(SUB_CUDA,
        "direct path: %d ranks on device %d, two staging slots of %zu bytes "
        "each",
@@ -624,6 +683,45 @@ static void q_done(q_t *q, uint32_t s) {
 static void q_copy(q_t *q, void *dst, const void *src, size_t bytes) {
   if (!q->err && bytes && dst != src)
     q_fail(q, kernel_dev_copy(dst, src, bytes, q->cs), "cudaMemcpyAsync");
+}
+
+/* The setup's probe, on the internal stream: each rank writes 1 into its
+ * probe word in every peer's buffer and waits for every peer's in its own,
+ * so the stream memory operations this path is made of have worked across
+ * these processes before any call relies on them. */
+static sharc_status_t dc_probe(devcomm_t *dc, const char *fn) {
+  q_t q = {.dc = dc, .cs = dc->side};
+  int n = dc->n;
+  for (int p = 0; p < n; p++)
+    if (p != dc->rank)
+      q_write(&q, word(dc, p, 2 * n + dc->rank), 1);
+  for (int p = 0; p < n; p++)
+    if (p != dc->rank)
+      q_wait(&q, word(dc, dc->rank, 2 * n + p), 1);
+  uint64_t limit = SHARC_MIN(timeout_ns(), PROBE_NS);
+  uint64_t deadline = time_ns() + limit;
+  cudaError_t e = cudaErrorNotReady;
+  while (!q.err && (e = cudaStreamQuery(dc->side)) == cudaErrorNotReady &&
+         time_ns() < deadline) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (e != cudaSuccess) /* let the waits queued pass */
+    (void)cudaMemset(dc->mem + 8 * (size_t)n, RELEASED_BYTE, 4 * (size_t)n);
+  (void)cudaGetLastError();
+  if (q.err)
+    return err_record(SHARC_ERR_UNSUPPORTED,
+                      "%s (direct path): %s refused the flag probe (error %d)",
+                      fn, q.what, q.err);
+  if (e == cudaErrorNotReady)
+    return err_record(SHARC_ERR_CUDA,
+                      "%s (direct path): the peers' flag writes did not arrive "
+                      "within %.0f s (cuStreamWriteValue32 on CUDA IPC memory "
+                      "may not work between these devices)",
+                      fn, (double)limit / 1e9);
+  if (e != cudaSuccess)
+    return cuda_record(e, fn, "the direct path's flag probe");
+  return SHARC_OK;
 }
 
 /* dst = OP over every rank r' of slot(r', s) + at, len elements, starting
@@ -904,11 +1002,23 @@ static sharc_status_t note_use(dev_stream_t *ds, devcomm_t *dc,
 static sharc_status_t direct_stage(dev_stream_t *ds, coll_call_t *call,
                                    dev_work_t *w, const char *fn,
                                    call_now_fn now) {
-  (void)w;
   struct sharc_comm *comm = call->comm;
-  if (!comm->gpu)
-    CHECK(dc_setup(ds, call, now, fn));
-  devcomm_t *dc = comm->gpu;
+  devcomm_t *dc = comm_dc(comm);
+  if (!dc) {
+    /* the setup in this call's turn: the calls before it set up or
+     * declined already */
+    CHECK(now(call, NULL));
+    dc = comm_dc(comm);
+  }
+  if (!dc && comm_gpu(comm) != &declined_mark) {
+    int declined = 0;
+    sharc_status_t st = dc_setup(ds, call, now, fn, &declined);
+    if (st != SHARC_OK && !declined)
+      return st;
+    dc = comm_dc(comm);
+  }
+  if (!dc) /* declined (auto): this call and the next take the staged path */
+    return gpu_path_staged.stage(ds, call, w, fn, now);
   if (atomic_load(&dc->failed))
     return comm_record(comm, dc->fail_st, "%s: communicator unusable: %s", fn,
                        dc->msg);

@@ -181,17 +181,20 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
     bargs=(all -b 8 -e 16M -f 4 -n 3 -w 1 -T 120 --mem cuda)
     pbytes=16M
   fi
-  for n in 2 4; do
-    step "bench_cuda_n$n" timeout 150 "$run" -n "$n" --timeout 140 "$bench" \
-      "${bargs[@]}" -J "$logs/bench_cuda_n$n.json"
+  for n in 2 4; do # the staged path (named: the default is auto)
+    step "bench_cuda_n$n" env SHARC_CUDA_PATH=staged timeout 150 "$run" \
+      -n "$n" --timeout 140 "$bench" "${bargs[@]}" \
+      -J "$logs/bench_cuda_n$n.json"
   done
   # the staged path without its round-by-round pipelining, for
   # the difference it makes: all-reduce at 2 ranks, 1 MiB and up, twice
   for k in 1 2; do
-    step "bench_cuda_nopipe_n2_$k" env SHARC_CUDA_PIPE_BYTES=0 timeout 90 \
+    step "bench_cuda_nopipe_n2_$k" env SHARC_CUDA_PATH=staged \
+      SHARC_CUDA_PIPE_BYTES=0 timeout 90 \
       "$run" -n 2 --timeout 80 "$bench" all_reduce -b 1M -e "$pbytes" -f 4 \
       -n 10 -w 2 -T 300 --mem cuda -J "$logs/bench_cuda_nopipe_n2_$k.json"
-    step "bench_cuda_pipe_n2_$k" timeout 90 "$run" -n 2 --timeout 80 \
+    step "bench_cuda_pipe_n2_$k" env SHARC_CUDA_PATH=staged timeout 90 \
+      "$run" -n 2 --timeout 80 \
       "$bench" all_reduce -b 1M -e "$pbytes" -f 4 -n 10 -w 2 -T 300 \
       --mem cuda -J "$logs/bench_cuda_pipe_n2_$k.json"
   done

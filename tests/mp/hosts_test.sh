@@ -22,7 +22,8 @@
 # rank's log shows a failure (FAIL, "N failed" with N > 0, a sanitizer
 # report). Rank logs are printed with a "[rank] " prefix and kept in DIR
 # with --logs. Exit status: 0 passed, 1 failed, 2 usage or setup error, 77
-# skipped (not root, no network namespaces, veth or bridge), 124 timed out.
+# skipped (not root, no network namespaces, veth or bridge; or every rank
+# exited 77), 124 timed out.
 #
 # Sourced (`. hosts_test.sh`), it only defines functions, for scripts that
 # run several jobs on one set of hosts (bench/netem_bench.sh):
@@ -259,6 +260,16 @@ hosts_main() {
   for ((r = 0; r < n; r++)); do
     sed "s/^/[$r] /" "$dir/$r.log"
   done
+  # every rank skipped (77: a program that needs what these hosts lack,
+  # such as a CUDA device): the job skips, its ranks said why
+  local skips=0
+  for st in "${HOSTS_STATUS[@]}"; do
+    [ "$st" -eq 77 ] && skips=$((skips + 1))
+  done
+  if [ "$skips" -eq "$n" ]; then
+    echo "hosts_test: $map: every rank skipped (exit 77)"
+    return 77
+  fi
   for ((r = 0; r < n; r++)); do
     st=${HOSTS_STATUS[r]}
     if [ "$st" -eq 124 ] || [ "$st" -eq 137 ]; then

@@ -61,3 +61,16 @@ endforeach()
 foreach(map aabb aaabbb abaa abab)
   sharc_hosts_test(mp.hosts.${map}.hsdp ${map} "" $<TARGET_FILE:hsdp_check>)
 endforeach()
+
+# Device memory across hosts (label gpu too): the coll_check sweep on
+# device buffers over 2 hosts x 2 ranks and interleaved, where the default
+# SHARC_CUDA_PATH=auto takes the staged path (ranks on more than one host;
+# the device data staged through pinned host memory and carried by tcp
+# between hosts, shm within one). Skips (77) without root or a CUDA device.
+if(SHARC_HAVE_CUDA)
+  foreach(map aabb abab)
+    sharc_hosts_test(gpu.hosts.${map} ${map} ""
+                     $<TARGET_FILE:coll_check> --mem cuda --quick)
+    set_property(TEST gpu.hosts.${map} APPEND PROPERTY LABELS gpu)
+  endforeach()
+endif()

@@ -40,7 +40,7 @@ static int bad_path(void) {
   } else {
     EXPECT(st == SHARC_ERR_INVALID_ARG, "got %s", sharc_status_name(st));
     EXPECT(strstr(msg, "SHARC_CUDA_PATH=zerocopy") &&
-               strstr(msg, "direct, staged or ipc"),
+               strstr(msg, "auto, direct, staged or ipc"),
            "message does not name the value and the choices: %s", msg);
   }
   EXPECT(s == NULL, "*stream was written");

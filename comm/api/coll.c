@@ -287,7 +287,8 @@ static sharc_status_t check_host_memory(const coll_call_t *c,
 }
 
 /* call_now_fn: h's host collective in call's turn, on this thread (h
- * NULL: only the wait for the turn). */
+ * NULL: only the wait for the turn; h == call: SHARC_CHECK's agreement on
+ * call). */
 static sharc_status_t coll_now(coll_call_t *call, coll_call_t *h) {
   struct sharc_comm *comm = call->comm;
   wait_turn(comm, call->ticket);
@@ -299,9 +300,12 @@ static sharc_status_t coll_now(coll_call_t *call, coll_call_t *h) {
       rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
                 (int)SCHED_ALGO_DIRECT, call->root, call->count);
   atomic_store(&comm->rec_cur, rec);
-  sharc_status_t st = run_host(h, NULL, NULL);
+  sharc_status_t st = h == call ? check_call(call, sched_coll_fn(call->coll))
+                                : run_host(h, NULL, NULL);
   atomic_store(&comm->rec_cur, NULL);
   rec_end(rec, st);
+  if (h == call)
+    check_fail(comm, st); /* after rec_end: the recorder shows it failed */
   return st;
 }
 

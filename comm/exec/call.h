@@ -55,7 +55,9 @@ typedef struct call_path {
  * is not passed), the host collective h on call's communicator, under a
  * recorder entry for call: for a path that must agree with its peers while
  * the call is enqueued (one-time setup). h NULL: only waits for the turn
- * (then every earlier call of the communicator has run or been passed). An
+ * (then every earlier call of the communicator has run or been passed);
+ * h == call: SHARC_CHECK's agreement on call (check.h), the communicator
+ * failed on a mismatch, for a path that moves data without the host. An
  * error fails the call (the communicator failed already); a failure of the
  * host collective breaks the communicator as in any collective. */
 typedef sharc_status_t (*call_now_fn)(coll_call_t *call, coll_call_t *h);

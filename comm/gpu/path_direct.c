@@ -1019,6 +1019,10 @@ static sharc_status_t direct_stage(dev_stream_t *ds, coll_call_t *call,
   }
   if (!dc) /* declined (auto): this call and the next take the staged path */
     return gpu_path_staged.stage(ds, call, w, fn, now);
+  /* SHARC_CHECK=1: the ranks agree on the call before it is queued (this
+   * enqueue then waits for the call's turn and its peers) */
+  if (comm->cfg.check)
+    CHECK(now(call, call));
   if (atomic_load(&dc->failed))
     return comm_record(comm, dc->fail_st, "%s: communicator unusable: %s", fn,
                        dc->msg);

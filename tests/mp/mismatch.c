@@ -2,7 +2,7 @@
  * mismatch.c - ranks that disagree on a collective must all fail with
  * SHARC_ERR_MISMATCH within seconds (not hang, time out or corrupt data).
  *
- *   sharcrun -n N mismatch CASE
+ *   sharcrun -n N mismatch CASE [--mem cuda]
  *
  * Every rank first runs three correct all-reduces (checked), then the case:
  *   coll     rank N-1 calls all_gather(512, float), the others
@@ -30,6 +30,11 @@
  * Without SHARC_CHECK only `count` is meaningful: the shm transport's
  * message headers must still turn it into an error (any status but OK)
  * within MAX_MS.
+ *
+ * --mem cuda: the case's buffers are device memory and its calls (and the
+ * next one) go on a CUDA stream: on one host the direct GPU path, which
+ * runs SHARC_CHECK's agreement as each call is enqueued (the warm-up stays
+ * on host memory). Every rank exits 77 without a CUDA device.
  *
  * Each rank prints "mismatch: rank R CASE: N passed, M failed" and exits 0
  * when all its checks passed, 1 otherwise, 2 on a usage or init error.
@@ -94,6 +99,94 @@ static void warm_up(sharc_comm_t comm) {
   }
 }
 
+/* ---- --mem cuda ----------------------------------------------------------
+ * The device side: two buffers and a sharc stream on a CUDA stream. In a
+ * build without CUDA --mem cuda skips (77). */
+#ifdef SHARC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+static struct {
+  cudaStream_t cs;
+  sharc_stream_t s;
+  void *in, *out;
+} D;
+
+static int dev_usable(void) {
+  int cnt = 0;
+  if (cudaGetDeviceCount(&cnt) != cudaSuccess || cnt <= 0) {
+    const char *r = getenv("SHARC_RANK");
+    if (!r || atoi(r) == 0)
+      printf("SKIP: no CUDA device\n");
+    return 0;
+  }
+  return 1;
+}
+
+/* Device copies of in (bytes) and of an output poisoned like out. */
+static int dev_open(sharc_comm_t comm, size_t bytes, const void *in, void **din,
+                    void **dout, sharc_stream_t *s) {
+  int lr = 0, cnt = 1;
+  sharc_comm_local_rank(comm, &lr);
+  cudaGetDeviceCount(&cnt);
+  if (cudaSetDevice(lr % cnt) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&D.cs, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaMalloc(&D.in, bytes) != cudaSuccess ||
+      cudaMalloc(&D.out, bytes) != cudaSuccess ||
+      cudaMemcpy(D.in, in, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemset(D.out, POISON, bytes) != cudaSuccess ||
+      sharc_stream_create_cuda(&D.s, D.cs) != SHARC_OK) {
+    printf("mismatch: rank %d: device setup failed: %s\n", rank,
+           sharc_last_error());
+    return 0;
+  }
+  *din = D.in;
+  *dout = D.out;
+  *s = D.s;
+  return 1;
+}
+
+/* host <- device (after the CUDA stream is idle), or nothing for host. */
+static void dev_get(void *host, const void *p, size_t bytes) {
+  if (p != D.out)
+    return;
+  cudaStreamSynchronize(D.cs);
+  cudaMemcpy(host, p, bytes, cudaMemcpyDeviceToHost);
+}
+
+static void dev_put(void *p, const void *host, size_t bytes) {
+  if (p == D.out)
+    cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+}
+
+static void dev_close(void) {
+  if (!D.s)
+    return;
+  sharc_stream_destroy(D.s);
+  cudaStreamDestroy(D.cs);
+  cudaFree(D.in);
+  cudaFree(D.out);
+}
+#else
+static int dev_usable(void) {
+  const char *r = getenv("SHARC_RANK");
+  if (!r || atoi(r) == 0)
+    printf("SKIP: built without CUDA\n");
+  return 0;
+}
+static int dev_open(sharc_comm_t comm, size_t bytes, const void *in, void **din,
+                    void **dout, sharc_stream_t *s) {
+  (void)comm, (void)bytes, (void)in, (void)din, (void)dout, (void)s;
+  return 0;
+}
+static void dev_get(void *host, const void *p, size_t bytes) {
+  (void)host, (void)p, (void)bytes;
+}
+static void dev_put(void *p, const void *host, size_t bytes) {
+  (void)p, (void)host, (void)bytes;
+}
+static void dev_close(void) {}
+#endif
+
 static int untouched(const uint8_t *p, size_t bytes) {
   for (size_t i = 0; i < bytes; i++)
     if (p[i] != POISON)
@@ -110,7 +203,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   cname = argv[1];
+  int cuda = argc > 3 && !strcmp(argv[2], "--mem") && !strcmp(argv[3], "cuda");
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (cuda && !dev_usable())
+    return 77;
   const char *env = getenv("SHARC_CHECK");
   int checking = env && atoi(env) != 0;
   sharc_comm_t comm;
@@ -137,6 +233,14 @@ int main(int argc, char **argv) {
     in[i] = (float)(rank + 1);
   memset(out, POISON, total * sizeof(float));
   warm_up(comm);
+  /* --mem cuda: the case's buffers in device memory, its calls on a CUDA
+   * stream (the direct path on one host) */
+  void *IN = in, *OUT = out;
+  sharc_stream_t S = NULL;
+  if (cuda && !dev_open(comm, total * sizeof(float), in, &IN, &OUT, &S)) {
+    sharc_comm_abort(comm);
+    return 2;
+  }
 
   /* majority / odd-rank group names and signatures, as the library prints
    * them */
@@ -148,56 +252,55 @@ int main(int argc, char **argv) {
   sharc_status_t st;
   double t0 = now_ms();
   if (!strcmp(cname, "coll")) {
-    st = odd ? sharc_all_gather(in, out, 512, SHARC_F32, comm, NULL)
-             : sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm,
-                                NULL);
+    st = odd ? sharc_all_gather(IN, OUT, 512, SHARC_F32, comm, S)
+             : sharc_all_reduce(IN, OUT, COUNT, SHARC_F32, SHARC_SUM, comm, S);
     snprintf(sig_b, sizeof sig_b, "all_gather(count 512, float)");
   } else if (!strcmp(cname, "count")) {
-    st = sharc_all_reduce(in, out, odd ? 512 : COUNT, SHARC_F32, SHARC_SUM,
-                          comm, NULL);
+    st = sharc_all_reduce(IN, OUT, odd ? 512 : COUNT, SHARC_F32, SHARC_SUM,
+                          comm, S);
     snprintf(sig_b, sizeof sig_b, "all_reduce(count 512, float, sum)");
   } else if (!strcmp(cname, "dtype")) {
-    st = sharc_all_reduce(in, out, COUNT, odd ? SHARC_I32 : SHARC_F32,
-                          SHARC_SUM, comm, NULL);
+    st = sharc_all_reduce(IN, OUT, COUNT, odd ? SHARC_I32 : SHARC_F32,
+                          SHARC_SUM, comm, S);
     snprintf(sig_b, sizeof sig_b, "all_reduce(count 1024, int32, sum)");
   } else if (!strcmp(cname, "op")) {
-    st = sharc_all_reduce(in, out, COUNT, SHARC_F32,
-                          odd ? SHARC_MAX : SHARC_SUM, comm, NULL);
+    st = sharc_all_reduce(IN, OUT, COUNT, SHARC_F32,
+                          odd ? SHARC_MAX : SHARC_SUM, comm, S);
     snprintf(sig_b, sizeof sig_b, "all_reduce(count 1024, float, max)");
   } else if (!strcmp(cname, "root")) {
-    st = sharc_broadcast(in, out, COUNT, SHARC_F32, odd ? 1 : 0, comm, NULL);
+    st = sharc_broadcast(IN, OUT, COUNT, SHARC_F32, odd ? 1 : 0, comm, S);
     snprintf(sig_a, sizeof sig_a, "broadcast(count 1024, float, root 0)");
     snprintf(sig_b, sizeof sig_b, "broadcast(count 1024, float, root 1)");
   } else if (!strcmp(cname, "barrier")) {
-    st = odd ? sharc_all_reduce(in, out, 1, SHARC_F32, SHARC_SUM, comm, NULL)
-             : sharc_barrier(comm, NULL);
+    st = odd ? sharc_all_reduce(IN, OUT, 1, SHARC_F32, SHARC_SUM, comm, S)
+             : sharc_barrier(comm, S);
     snprintf(sig_a, sizeof sig_a, "barrier()");
     snprintf(sig_b, sizeof sig_b, "all_reduce(count 1, float, sum)");
   } else if (!strcmp(cname, "rs")) {
-    st = sharc_reduce_scatter(in, out, odd ? 128 : 256, SHARC_F32, SHARC_SUM,
-                              comm, NULL);
+    st = sharc_reduce_scatter(IN, OUT, odd ? 128 : 256, SHARC_F32, SHARC_SUM,
+                              comm, S);
     snprintf(sig_a, sizeof sig_a, "reduce_scatter(count 256, float, sum)");
     snprintf(sig_b, sizeof sig_b, "reduce_scatter(count 128, float, sum)");
   } else if (!strcmp(cname, "reduce")) {
-    st = sharc_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, odd ? 1 : 0, comm,
-                      NULL);
+    st = sharc_reduce(IN, OUT, COUNT, SHARC_F32, SHARC_SUM, odd ? 1 : 0, comm,
+                      S);
     snprintf(sig_a, sizeof sig_a, "reduce(count 1024, float, sum, root 0)");
     snprintf(sig_b, sizeof sig_b, "reduce(count 1024, float, sum, root 1)");
   } else if (!strcmp(cname, "gather")) {
-    st = odd ? sharc_scatter(in, out, 512, SHARC_F32, 0, comm, NULL)
-             : sharc_gather(in, out, 512, SHARC_F32, 0, comm, NULL);
+    st = odd ? sharc_scatter(IN, OUT, 512, SHARC_F32, 0, comm, S)
+             : sharc_gather(IN, OUT, 512, SHARC_F32, 0, comm, S);
     snprintf(sig_a, sizeof sig_a, "gather(count 512, float, root 0)");
     snprintf(sig_b, sizeof sig_b, "scatter(count 512, float, root 0)");
   } else if (!strcmp(cname, "groups")) {
-    st = sharc_all_reduce(in, out, rank % 2 ? 1001 : 1000, SHARC_F32, SHARC_SUM,
-                          comm, NULL);
+    st = sharc_all_reduce(IN, OUT, rank % 2 ? 1001 : 1000, SHARC_F32, SHARC_SUM,
+                          comm, S);
     parity(grp_a, sizeof grp_a, 0);
     parity(grp_b, sizeof grp_b, 1);
     snprintf(sig_a, sizeof sig_a, "all_reduce(count 1000, float, sum)");
     snprintf(sig_b, sizeof sig_b, "all_reduce(count 1001, float, sum)");
   } else if (!strcmp(cname, "many")) {
-    st = sharc_all_reduce(in, out, 1000 + (size_t)rank, SHARC_F32, SHARC_SUM,
-                          comm, NULL);
+    st = sharc_all_reduce(IN, OUT, 1000 + (size_t)rank, SHARC_F32, SHARC_SUM,
+                          comm, S);
     span(grp_a, sizeof grp_a, 0, 0);
     span(grp_b, sizeof grp_b, 1, 1);
     snprintf(sig_a, sizeof sig_a, "all_reduce(count 1000, float, sum)");
@@ -206,8 +309,12 @@ int main(int argc, char **argv) {
     float *buf = (float *)out;
     for (size_t i = 0; i < COUNT; i++)
       buf[i] = (float)(rank + 1);
-    st = sharc_all_reduce(odd ? (const void *)buf : (const void *)in, buf,
-                          COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
+    dev_put(OUT, buf, COUNT * sizeof(float));
+    st = sharc_all_reduce(odd ? (const void *)OUT : (const void *)IN, OUT,
+                          COUNT, SHARC_F32, SHARC_SUM, comm, S);
+    if (st == SHARC_OK && S)
+      st = sharc_stream_synchronize(S);
+    dev_get(buf, OUT, COUNT * sizeof(float));
     int good = st == SHARC_OK;
     for (size_t i = 0; i < COUNT && good; i++)
       good = buf[i] == (float)(n * (n + 1) / 2);
@@ -246,11 +353,12 @@ int main(int argc, char **argv) {
   }
   snprintf(want, sizeof want, " #3: ");
   ok(strstr(msg, want) != NULL, "message names collective #3", msg);
+  dev_get(out, OUT, total * sizeof(float));
   ok(untouched(out, total * sizeof(float)), "no data moved", NULL);
 
   /* The comm is failed: the next call returns the same status at once. */
   t0 = now_ms();
-  st = sharc_all_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, comm, NULL);
+  st = sharc_all_reduce(IN, OUT, COUNT, SHARC_F32, SHARC_SUM, comm, S);
   ms = now_ms() - t0;
   snprintf(d, sizeof d, "%s after %.0f ms: %s", sharc_status_name(st), ms,
            sharc_comm_last_error(comm));
@@ -260,6 +368,7 @@ int main(int argc, char **argv) {
 done:
   printf("mismatch: rank %d %s: %d passed, %d failed\n", rank, cname, pass,
          fail);
+  dev_close();
   sharc_comm_destroy(comm);
   free(in);
   free(out);

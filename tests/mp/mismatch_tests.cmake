@@ -20,6 +20,17 @@ foreach(tp shm tcp)
     bash ${CMAKE_CURRENT_SOURCE_DIR}/mismatch_test.sh ${SHARC_MP_RUN}
     $<TARGET_FILE:mismatch> ${tp} on)
 endforeach()
+# gpu.check.mismatch: the same cases on device memory, calls on a CUDA
+# stream (the direct GPU path checks each call as it is enqueued).
+if(SHARC_HAVE_CUDA)
+  target_compile_definitions(mismatch PRIVATE SHARC_HAVE_CUDA=1)
+  target_link_libraries(mismatch PRIVATE CUDA::cudart)
+  add_test(NAME gpu.check.mismatch COMMAND bash
+    ${CMAKE_CURRENT_SOURCE_DIR}/mismatch_test.sh ${SHARC_MP_RUN}
+    $<TARGET_FILE:mismatch> shm on cuda)
+  set_tests_properties(gpu.check.mismatch PROPERTIES TIMEOUT 240 LABELS gpu
+    PROCESSORS 4 SKIP_RETURN_CODE 77)
+endif()
 sharc_mp_test(mp.check.off.shm 60 4 ""
   bash ${CMAKE_CURRENT_SOURCE_DIR}/mismatch_test.sh ${SHARC_MP_RUN}
   $<TARGET_FILE:mismatch> shm off)

@@ -56,10 +56,18 @@
  * flags with a step number no wait can exceed, from an internal stream, so
  * every queued wait passes and the CUDA streams drain (with undefined
  * results); sharc_stream_synchronize and every later call return the
- * error. A watchdog thread (one per process, asleep unless a call is in
- * flight) fails the communicator when a peer process died
- * (SHARC_ERR_PEER_LOST) or when a rank has sat inside a call without
- * progress for SHARC_TIMEOUT (SHARC_ERR_TIMEOUT).
+ * error. A peer's flag write queued before its own release may still land
+ * after this rank's and lower a flag again, so the watchdog repeats the
+ * release while this rank's calls are in flight. The watchdog thread (one
+ * per process, asleep unless a call is in flight) also fails the
+ * communicator when a peer process died (SHARC_ERR_PEER_LOST) or when a
+ * rank has sat inside a call without finishing a step for SHARC_TIMEOUT
+ * (SHARC_ERR_TIMEOUT), also after the communicator was destroyed with
+ * calls still queued. A call refused after the setup (a CUDA stream on
+ * another device) fails the communicator too: its peers number the calls
+ * they queue, and would otherwise pair the next call with this one. A CUDA
+ * graph capture is refused on every rank alike (the binding), which skips
+ * the call everywhere and keeps the numbering.
  */
 #include "gpu_impl.h"
 
@@ -104,7 +112,10 @@ static sharc_status_t direct_check_env(const char *fn) {
 #define NSLOTS 2
 #define NWORDS 3                /* flag words per peer: ready, done, probe */
 #define PROBE_NS 10000000000ull /* the setup's probe waits at most this */
-#define RELEASED_BYTE 0x7f      /* flags memset to 0x7f7f7f7f pass every wait */
+/* 2D copies with a larger source pitch go as n 1D copies (the device's
+ * cudaDevAttrMaxPitch is 2^31 - 1 or more on the GPUs this targets) */
+#define MAX_PITCH ((size_t)INT32_MAX)
+#define RELEASED_BYTE 0x7f /* flags memset to 0x7f7f7f7f pass every wait */
 
 typedef CUresult (*write_value32_fn)(CUstream stream, CUdeviceptr addr,
                                      cuuint32_t value, unsigned int flags);
@@ -146,8 +157,8 @@ typedef struct devcomm {
   uint32_t seen_in, seen_out;
   uint64_t seen_at;
   struct devcomm *next;
-  /* the failure, once the comm failed */
-  _Atomic int failed;
+  /* the failure, once the comm failed (failing: claimed) */
+  _Atomic int failing, failed;
   sharc_status_t fail_st;
   char msg[sizeof(((struct sharc_comm *)0)->unusable_msg)];
 } devcomm_t;
@@ -177,39 +188,95 @@ static int in_flight(const devcomm_t *dc) {
   return atomic_load(&dc->words[1]) != atomic_load(&dc->issued);
 }
 
-/* wd.lock held. Fails dc's comm when it must; 1 while a call is in flight. */
+/* Lets every wait queued on this rank's flags pass: the flag words set to a
+ * step number no wait reaches, from the internal stream (which runs while
+ * the caller's stream waits). */
+static void release_waits(devcomm_t *dc) {
+  int prev = -1;
+  cudaError_t e = gs_enter_device(dc->device, &prev);
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(dc->mem, RELEASED_BYTE, dc->stg_off, dc->side);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN(SUB_CUDA,
+         "direct path: releasing this rank's device waits after the "
+         "failure: %s; its CUDA streams may not drain",
+         cudaGetErrorName(e));
+  }
+  gs_leave_device(prev);
+}
+
+/* Records dc's failure (the first caller's status and message; `failed`
+ * is published after them), then releases its waits. */
+static void mark_failed(devcomm_t *dc, sharc_status_t st, const char *msg) {
+  if (!atomic_exchange(&dc->failing, 1)) {
+    dc->fail_st = st;
+    snprintf(dc->msg, sizeof dc->msg, "%s", msg);
+    atomic_store(&dc->failed, 1);
+  }
+  release_waits(dc);
+}
+
+/* The communicator failed (or dc's watchdog found why it must): comm
+ * failed for it when there still is one (its hook then marks dc), dc marked
+ * in any case. */
+static void wd_fail(devcomm_t *dc, int who, sharc_status_t st,
+                    const char *why) {
+  if (dc->comm) {
+    comm_fail(dc->comm, who, st, why);
+    comm_record(dc->comm, st, "%s", why); /* its last error */
+  }
+  mark_failed(dc, st, why);
+}
+
+/* wd.lock held (so dc->comm is not freed meanwhile). Fails dc when it must;
+ * 1 while a call is in flight. */
 static int wd_check(devcomm_t *dc, uint64_t now) {
-  struct sharc_comm *comm = dc->comm;
-  if (!comm || atomic_load(&dc->failed) || atomic_load(&comm->unusable) ||
-      !in_flight(dc))
+  if (!in_flight(dc))
     return 0;
+  struct sharc_comm *comm = dc->comm;
+  if (atomic_load(&dc->failed)) {
+    /* a peer's flag write queued before it was released may land after
+     * the release and lower a flag again: release until this rank's
+     * streams drained */
+    release_waits(dc);
+    return 1;
+  }
+  if (comm && atomic_load(&comm->unusable)) {
+    /* the comm failed without its hook (before the setup installed it) */
+    char msg[sizeof dc->msg];
+    pthread_mutex_lock(&comm->err_lock);
+    sharc_status_t st = comm->unusable_st;
+    snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
+    pthread_mutex_unlock(&comm->err_lock);
+    mark_failed(dc, st, msg);
+    return 1;
+  }
   uint32_t in = atomic_load(&dc->words[0]), out = atomic_load(&dc->words[1]);
   if (in != dc->seen_in || out != dc->seen_out || !dc->seen_at) {
     dc->seen_in = in;
     dc->seen_out = out;
     dc->seen_at = now;
   }
+  char why[256];
   for (int p = 0; p < dc->n; p++)
     if (p != dc->rank && kill(dc->pid[p], 0) != 0 && errno == ESRCH) {
-      char why[256];
       snprintf(why, sizeof why,
                "rank %d (host %s, pid %d) died while device collectives "
                "of this rank waited for it (direct path)",
-               p, comm->peers[p].host, (int)dc->pid[p]);
-      comm_fail(comm, p, SHARC_ERR_PEER_LOST, why);
-      comm_record(comm, SHARC_ERR_PEER_LOST, "%s", why); /* its last error */
-      return 0;
+               p, comm ? comm->peers[p].host : "?", (int)dc->pid[p]);
+      wd_fail(dc, p, SHARC_ERR_PEER_LOST, why);
+      return 1;
     }
-  if (in != out && now - dc->seen_at > comm->cfg.timeout_ns) {
-    char why[256];
+  uint64_t limit = comm ? comm->cfg.timeout_ns : timeout_ns();
+  if (in != out && now - dc->seen_at > limit) {
     snprintf(why, sizeof why,
              "a device collective (direct path, step %u) made no progress "
              "for %.0f s (SHARC_TIMEOUT): a peer did not make the same "
              "call, or its CUDA stream is stuck before it",
-             in, (double)comm->cfg.timeout_ns / 1e9);
-    comm_fail(comm, dc->rank, SHARC_ERR_TIMEOUT, why);
-    comm_record(comm, SHARC_ERR_TIMEOUT, "%s", why);
-    return 0;
+             in, (double)limit / 1e9);
+    wd_fail(dc, dc->rank, SHARC_ERR_TIMEOUT, why);
+    return 1;
   }
   return 1;
 }
@@ -234,7 +301,9 @@ static void *wd_main(void *arg) {
   return NULL;
 }
 
-static sharc_status_t wd_add(devcomm_t *dc, const char *fn) {
+/* Starts the watchdog thread unless it runs (part of a rank's setup, so a
+ * failure is agreed like the others); recorded, not logged. */
+static sharc_status_t wd_start(const char *fn) {
   pthread_mutex_lock(&wd.lock);
   if (!wd.started) {
     pthread_t t;
@@ -245,16 +314,21 @@ static sharc_status_t wd_add(devcomm_t *dc, const char *fn) {
     pthread_attr_destroy(&at);
     if (e) {
       pthread_mutex_unlock(&wd.lock);
-      return err_set(SHARC_ERR_SYSTEM,
-                     "%s (direct path): starting the watchdog thread: %s", fn,
-                     strerror(e));
+      return err_record(SHARC_ERR_SYSTEM,
+                        "%s (direct path): starting the watchdog thread: %s",
+                        fn, strerror(e));
     }
     wd.started = 1;
   }
+  pthread_mutex_unlock(&wd.lock);
+  return SHARC_OK;
+}
+
+static void wd_add(devcomm_t *dc) {
+  pthread_mutex_lock(&wd.lock);
   dc->next = wd.head;
   wd.head = dc;
   pthread_mutex_unlock(&wd.lock);
-  return SHARC_OK;
 }
 
 static void wd_remove(devcomm_t *dc) {
@@ -328,39 +402,43 @@ static void dc_put(devcomm_t *dc) {
     dc_free(dc);
 }
 
+/* Guards comm->gpu against gpu_comm_release while direct_abort (a
+ * transport's thread) takes its reference. */
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* comm_fail_as's hook: records the failure and lets every queued wait of
  * this rank pass. */
 static void direct_abort(struct sharc_comm *comm) {
+  pthread_mutex_lock(&hook_lock);
   devcomm_t *dc = comm_dc(comm);
-  if (!dc || atomic_exchange(&dc->failed, 1))
-    return;
-  pthread_mutex_lock(&comm->err_lock);
-  dc->fail_st = comm->unusable_st;
-  snprintf(dc->msg, sizeof dc->msg, "%s", comm->unusable_msg);
-  pthread_mutex_unlock(&comm->err_lock);
-  int prev = -1;
-  cudaError_t e = gs_enter_device(dc->device, &prev);
-  if (e == cudaSuccess)
-    e = cudaMemsetAsync(dc->mem, RELEASED_BYTE, dc->stg_off, dc->side);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN(SUB_CUDA,
-         "direct path: releasing this rank's device waits after the "
-         "failure: %s; its CUDA streams may not drain",
-         cudaGetErrorName(e));
+  if (dc) {
+    pthread_mutex_lock(&dc->lock);
+    dc->refs++;
+    pthread_mutex_unlock(&dc->lock);
   }
-  gs_leave_device(prev);
+  pthread_mutex_unlock(&hook_lock);
+  if (!dc)
+    return;
+  char msg[sizeof dc->msg];
+  pthread_mutex_lock(&comm->err_lock);
+  sharc_status_t st = comm->unusable_st;
+  snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
+  pthread_mutex_unlock(&comm->err_lock);
+  mark_failed(dc, st, msg);
+  dc_put(dc);
 }
 
 void gpu_comm_release(struct sharc_comm *comm) {
+  pthread_mutex_lock(&hook_lock);
   devcomm_t *dc = comm_dc(comm);
   comm->gpu = NULL;
+  comm->gpu_abort = NULL;
+  pthread_mutex_unlock(&hook_lock);
   if (!dc)
     return;
-  pthread_mutex_lock(&wd.lock);
+  pthread_mutex_lock(&wd.lock); /* the watchdog no longer reaches comm */
   dc->comm = NULL;
   pthread_mutex_unlock(&wd.lock);
-  comm->gpu_abort = NULL;
   dc_put(dc);
 }
 
@@ -413,6 +491,15 @@ static sharc_status_t dc_alloc(devcomm_t *dc, dev_stream_t *ds, dc_desc_t *mine,
                       "%s: SHARC_CUDA_PATH=direct needs cuStreamWriteValue32: "
                       "%s; use SHARC_CUDA_PATH=staged",
                       fn, why);
+  /* auto: with one hardware queue the release after a failure (on the
+   * internal stream) would queue behind the waits it must release */
+  const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (conn && atoi(conn) == 1)
+    return err_record(SHARC_ERR_UNSUPPORTED,
+                      "%s: the direct path needs more than one hardware queue "
+                      "per device, and CUDA_DEVICE_MAX_CONNECTIONS=1",
+                      fn);
+  CHECK(wd_start(fn));
   cudaError_t e = cudaMalloc((void **)&dc->mem, dc->bytes);
   if (e == cudaSuccess)
     e = cudaMemset(dc->mem, 0, dc->stg_off);
@@ -577,8 +664,6 @@ static sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call,
       say(autom, err_last());
     st = agree(call, now, m, fn, "exchange flags with its peers");
   }
-  if (st == SHARC_OK)
-    st = wd_add(dc, fn);
   free(all);
   if (st != SHARC_OK) {
     /* every rank failed here alike: no peer reads this rank's buffer */
@@ -598,8 +683,13 @@ static sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call,
     }
     return st;
   }
+  pthread_mutex_lock(&hook_lock);
   comm->gpu_abort = direct_abort;
   __atomic_store_n(&comm->gpu, (void *)dc, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&hook_lock);
+  wd_add(dc);
+  if (atomic_load(&comm->unusable)) /* failed before the hook was there */
+    direct_abort(comm);
   INFO(SUB_CUDA,
        "direct path: %d ranks on device %d, two staging slots of %zu bytes "
        "each",
@@ -789,11 +879,16 @@ static void q_publish_blocks(q_t *q, uint32_t s, const uint8_t *src,
                              size_t stride, size_t l) {
   devcomm_t *dc = q->dc;
   q_claim(q, s);
-  if (!q->err && l)
+  if (stride > MAX_PITCH) { /* past what a 2D copy's pitch may be */
+    for (int p = 0; p < dc->n; p++)
+      q_copy(q, slot(dc, dc->rank, s) + (size_t)p * l, src + (size_t)p * stride,
+             l);
+  } else if (!q->err && l) {
     q_fail(q,
            (int)cudaMemcpy2DAsync(slot(dc, dc->rank, s), l, src, stride, l,
                                   (size_t)dc->n, cudaMemcpyDefault, q->cs),
            "cudaMemcpy2DAsync");
+  }
   q_publish(q, s);
 }
 
@@ -974,8 +1069,10 @@ typedef struct {
   int nused, cap;
 } direct_ctx_t;
 
-static sharc_status_t note_use(dev_stream_t *ds, devcomm_t *dc,
-                               const char *fn) {
+/* ds->lock held (sharc_stream_synchronize does not take the enqueueing
+ * side's lock). */
+static sharc_status_t note_use_locked(dev_stream_t *ds, devcomm_t *dc,
+                                      const char *fn) {
   direct_ctx_t *ctx = ds->path_state[DIRECT_SLOT];
   if (!ctx && !(ctx = ds->path_state[DIRECT_SLOT] = calloc(1, sizeof *ctx)))
     return err_set(SHARC_ERR_NO_MEM, "%s: out of memory", fn);
@@ -995,6 +1092,14 @@ static sharc_status_t note_use(dev_stream_t *ds, devcomm_t *dc,
   pthread_mutex_unlock(&dc->lock);
   ctx->used[ctx->nused++] = dc;
   return SHARC_OK;
+}
+
+static sharc_status_t note_use(dev_stream_t *ds, devcomm_t *dc,
+                               const char *fn) {
+  pthread_mutex_lock(&ds->lock);
+  sharc_status_t st = note_use_locked(ds, dc, fn);
+  pthread_mutex_unlock(&ds->lock);
+  return st;
 }
 
 /* The enqueueing thread: the whole call queued on the CUDA stream; nothing
@@ -1026,13 +1131,29 @@ static sharc_status_t direct_stage(dev_stream_t *ds, coll_call_t *call,
   if (atomic_load(&dc->failed))
     return comm_record(comm, dc->fail_st, "%s: communicator unusable: %s", fn,
                        dc->msg);
+  if (atomic_load(&comm->unusable)) { /* its hook marks dc at once */
+    pthread_mutex_lock(&comm->err_lock);
+    char msg[sizeof comm->unusable_msg];
+    snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
+    sharc_status_t st = comm->unusable_st;
+    pthread_mutex_unlock(&comm->err_lock);
+    return comm_record(comm, st, "%s: communicator unusable: %s", fn, msg);
+  }
+  /* From here a call this rank does not queue would put its step numbers
+   * out of step with its peers': a refusal fails the communicator. */
+  sharc_status_t st = SHARC_OK;
   if (dc->device != ds->device)
-    return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: the communicator's device collectives run on "
-                      "device %d, this CUDA stream is on device %d; use one "
-                      "device per rank",
-                      fn, dc->device, ds->device);
-  CHECK(note_use(ds, dc, fn));
+    st = comm_error(comm, SHARC_ERR_INVALID_ARG,
+                    "%s: the communicator's device collectives run on device "
+                    "%d, this CUDA stream is on device %d; use one device per "
+                    "rank",
+                    fn, dc->device, ds->device);
+  else if ((st = note_use(ds, dc, fn)) != SHARC_OK)
+    comm_record(comm, st, "%s", err_last());
+  if (st != SHARC_OK) {
+    comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
+    return st;
+  }
   q_t q = {.dc = dc, .cs = ds->cs};
   pthread_mutex_lock(&dc->lock);
   q_call(&q, call);
@@ -1045,10 +1166,9 @@ static sharc_status_t direct_stage(dev_stream_t *ds, coll_call_t *call,
     return SHARC_OK;
   /* The peers wait for steps this rank did not queue: fail the comm, which
    * releases every rank's waits. */
-  sharc_status_t st = comm_error(comm, SHARC_ERR_CUDA,
-                                 "%s on a CUDA stream (direct path): %s "
-                                 "failed (error %d)",
-                                 fn, q.what, q.err);
+  st = comm_error(comm, SHARC_ERR_CUDA,
+                  "%s on a CUDA stream (direct path): %s failed (error %d)", fn,
+                  q.what, q.err);
   (void)cudaGetLastError();
   comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
   return st;
@@ -1057,10 +1177,18 @@ static sharc_status_t direct_stage(dev_stream_t *ds, coll_call_t *call,
 /* sharc_stream_synchronize: the CUDA stream is idle; a device comm that
  * failed since the last synchronize is this stream's error. */
 static sharc_status_t direct_synced(dev_stream_t *ds) {
+  pthread_mutex_lock(&ds->lock);
   direct_ctx_t *ctx = ds->path_state[DIRECT_SLOT];
+  devcomm_t **used = ctx ? ctx->used : NULL;
+  int nused = ctx ? ctx->nused : 0;
+  if (ctx) {
+    ctx->used = NULL;
+    ctx->nused = ctx->cap = 0;
+  }
+  pthread_mutex_unlock(&ds->lock);
   sharc_status_t st = SHARC_OK;
-  for (int i = 0; ctx && i < ctx->nused; i++) {
-    devcomm_t *dc = ctx->used[i];
+  for (int i = 0; i < nused; i++) {
+    devcomm_t *dc = used[i];
     if (st == SHARC_OK && atomic_load(&dc->failed)) {
       /* the comm's last error too, as a failed host collective records */
       pthread_mutex_lock(&wd.lock);
@@ -1074,8 +1202,7 @@ static sharc_status_t direct_synced(dev_stream_t *ds) {
     }
     dc_put(dc);
   }
-  if (ctx)
-    ctx->nused = 0;
+  free(used);
   return st;
 }
 

@@ -43,8 +43,11 @@ typedef struct {
 enum { GPT_STAGE_EMBED = 0, GPT_STAGE_BLOCK = 1, GPT_STAGE_HEAD = 2 };
 
 /* Fills cfg with a named shape: "tiny" (V256 T16 L2 H2 C32, the tests'),
- * "small" (V256 T64 L4 H4 C128) or "gpt2" (the 124M model: V50257 T1024
- * L12 H12 C768). Returns 0, or -1 for any other name (cfg untouched). */
+ * "small" (V256 T64 L4 H4 C128) or "gpt2" (the 124M model's shapes: V50257
+ * T1024 L12 H12 C768; on sharc's byte tokens only 256 of the 50257
+ * embedding and output rows are ever used: the shapes, for speed and
+ * memory, not GPT-2's vocabulary). Returns 0, or -1 for any other name
+ * (cfg untouched). */
 int gpt_config_preset(const char *name, gpt_config_t *cfg);
 
 typedef struct gpt gpt_t;

@@ -36,6 +36,8 @@ typedef struct {
   long steps;
   int epochs, batch, micro, log_every, save_every, save_full, dropout;
   int eval, synthetic, eval_batch;
+  double holdout;    /* gpt: the held-out fraction of the text */
+  long eval_windows; /* gpt: held-out windows evaluated (0: all) */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -45,7 +47,11 @@ static void usage(FILE *f) {
       "...)\n"
       "  --model cnn|gpt|mlp     model (default cnn: the two-convolution "
       "network)\n"
-      "  --gpt-size tiny|small|gpt2  GPT shapes (default tiny)\n"
+      "  --gpt-size tiny|small|gpt2  GPT shapes (default tiny; gpt2 is "
+      "GPT-2 124M's\n"
+      "                          shapes on byte tokens: 256 of its 50257 "
+      "vocabulary\n"
+      "                          rows are ever used)\n"
       "  --data PATH             Fashion-MNIST directory (default\n"
       "                          " MNIST_DEFAULT_DIR
       ") or, for gpt, a text file\n"
@@ -75,8 +81,18 @@ static void usage(FILE *f) {
       "0)\n"
       "  --log FILE.jsonl        one JSON line per logging step (rank 0)\n"
       "  --log-every K           print every K steps (default 10)\n"
-      "  --eval 0|1              test-set loss and accuracy at the end "
-      "(cnn/mlp)\n"
+      "  --eval 0|1              at the end: cnn/mlp test-set loss and "
+      "accuracy;\n"
+      "                          gpt loss, perplexity and token accuracy on "
+      "the\n"
+      "                          held-out text\n"
+      "  --holdout F             gpt: the text's last fraction F is held out "
+      "of\n"
+      "                          training, for --eval (default 0.1; 0: "
+      "none)\n"
+      "  --eval-windows N        gpt: evaluate at most N held-out windows "
+      "(default\n"
+      "                          all)\n"
       "  --dump-params FILE      rank 0 writes every unit's f32 parameters\n");
 }
 
@@ -115,6 +131,7 @@ static int parse(int argc, char **argv, opts_t *o) {
   o->dropout = 1;
   o->eval = -1;
   o->eval_batch = 1000;
+  o->holdout = 0.1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     double x;
@@ -161,6 +178,8 @@ static int parse(int argc, char **argv, opts_t *o) {
     NUM("--save-every", 0, 1e12, o->save_every);
     NUM("--dropout", 0, 1, o->dropout);
     NUM("--eval", 0, 1, o->eval);
+    NUM("--holdout", 0, 0.9, o->holdout);
+    NUM("--eval-windows", 0, 1e12, o->eval_windows);
     if (strcmp(a, "--strategy") == 0) {
       if (!v || sharc_strategy_parse(v, &o->cfg.strategy) != SHARC_OK)
         return die("--strategy '%s': use full, grad_op, no_shard, hybrid or "
@@ -231,9 +250,9 @@ static int parse(int argc, char **argv, opts_t *o) {
            -1;
   if (!strcmp(o->model, "gpt") && o->epochs)
     return die("--epochs is for the image models; give --steps for gpt"), -1;
-  if (!strcmp(o->model, "gpt") && o->eval == 1)
-    return die("--eval is for the image models (test-set accuracy); the gpt "
-               "has no test set"),
+  if (!strcmp(o->model, "gpt") && o->eval == 1 && o->holdout <= 0)
+    return die("--eval for gpt reads the held-out text: give --holdout F > 0 "
+               "(the default is 0.1)"),
            -1;
   o->cfg.trace_dir = o->trace;
   return 0;
@@ -370,19 +389,38 @@ static int check(sharc_status_t st, sharc_shard_t e, const char *what,
   return 1;
 }
 
+/* The eval set's size: test images, or held-out text windows (gpt). */
+static long eval_count(const opts_t *o, const data_t *d) {
+  if (!d->is_gpt)
+    return d->test.n;
+  long n = (long)text_eval_windows(&d->text, d->T);
+  return o->eval_windows && o->eval_windows < n ? o->eval_windows : n;
+}
+
+/* Loss and accuracy over the eval set, each rank its part of each batch:
+ * per image, or (gpt) per held-out window (the loss a token's mean, the
+ * accuracy per token). */
 static int evaluate(const opts_t *o, data_t *d, sharc_shard_t e, int world,
                     int rank, void *x, int32_t *y, double *loss, double *acc) {
   double tot[SHARC_STAGE_STATS] = {0};
-  int EB = o->eval_batch, N = d->test.n;
-  for (int b0 = 0; b0 < N; b0 += EB) {
-    int gb = N - b0 < EB ? N - b0 : EB, first, count;
+  /* gpt: batches of the training batch's size, whose activations fit */
+  int EB = d->is_gpt ? o->batch : o->eval_batch;
+  long N = eval_count(o, d);
+  for (long b0 = 0; b0 < N; b0 += EB) {
+    int gb = N - b0 < EB ? (int)(N - b0) : EB, first, count;
     mnist_rank_part(gb, world, rank, &first, &count);
     float *xf = x;
+    int32_t *xt = x;
     for (int i = 0; i < count; i++) {
-      memcpy(xf + (size_t)i * 784,
-             d->test.images + (size_t)(b0 + first + i) * 784,
+      long k = b0 + first + i;
+      if (d->is_gpt) {
+        text_eval_window(&d->text, d->T, (uint64_t)k, xt + (size_t)i * d->T,
+                         y + (size_t)i * d->T);
+        continue;
+      }
+      memcpy(xf + (size_t)i * 784, d->test.images + (size_t)k * 784,
              784 * sizeof(float));
-      y[i] = d->test.labels[b0 + first + i];
+      y[i] = d->test.labels[k];
     }
     sharc_batch_t b = {.n = count,
                        .global_n = gb,
@@ -396,8 +434,8 @@ static int evaluate(const opts_t *o, data_t *d, sharc_shard_t e, int world,
     tot[0] += s[0];
     tot[1] += s[1];
   }
-  *loss = tot[0] / N;
-  *acc = tot[1] / N;
+  *loss = tot[0] / (double)N;
+  *acc = tot[1] / ((double)N * (d->is_gpt ? d->T : 1));
   return 0;
 }
 
@@ -471,11 +509,23 @@ int main(int argc, char **argv) {
       rc = die("--gpt-size '%s': use tiny, small or gpt2", o.gpt_size);
     else if (gpt_create(&gpt, &gc, err, sizeof err) != 0)
       rc = die("%s", err);
-    else if (text_check(&d.text, gc.ctx, err, sizeof err) != 0)
+    else if (text_holdout(&d.text, o.holdout, gc.ctx, err, sizeof err) != 0 ||
+             text_check(&d.text, gc.ctx, err, sizeof err) != 0)
       rc = die("%s", err);
     else {
       model = gpt_model(gpt);
       d.T = gc.ctx;
+      if (rank == 0 && gc.vocab > 256)
+        printf("gpt: %s shapes (V %d, T %d, L %d, H %d, C %d) on byte tokens: "
+               "only 256 of the %d embedding and output rows are ever used "
+               "(sharc has no tokenizer)\n",
+               o.gpt_size, gc.vocab, gc.ctx, gc.layers, gc.heads, gc.channels,
+               gc.vocab);
+      if (rank == 0 && o.holdout > 0)
+        printf("gpt: training on the first %zu bytes of %s, the last %zu "
+               "held out (--holdout %.3g)\n",
+               d.text.train_len, o.data, d.text.len - d.text.train_len,
+               o.holdout);
     }
   }
   /* every rank must get this far before any collective */
@@ -601,7 +651,26 @@ int main(int argc, char **argv) {
             e, "--save", rank))
     rc = 1;
   int do_eval = o.eval >= 0 ? o.eval : (!d.is_gpt && o.epochs);
-  if (rc == 0 && do_eval && !d.is_gpt) {
+  if (rc == 0 && do_eval && d.is_gpt && eval_count(&o, &d) == 0)
+    rc = die("--eval: the held-out text holds no window of context %d", d.T);
+  else if (rc == 0 && do_eval && d.is_gpt) {
+    double loss, acc;
+    long nw = eval_count(&o, &d);
+    if (evaluate(&o, &d, e, world, rank, x, y, &loss, &acc) != 0)
+      rc = 1;
+    else if (rank == 0) {
+      printf("eval: loss %.4f  perplexity %.3f  token accuracy %.4f  (%ld "
+             "held-out windows of %d tokens, the last %.3g of the text; "
+             "training took %.1f s)\n",
+             loss, exp(loss), acc, nw, d.T, o.holdout, t_train);
+      if (log)
+        fprintf(log,
+                "{\"eval_loss\":%.9g,\"eval_perplexity\":%.6g,"
+                "\"eval_token_accuracy\":%.6f,\"eval_windows\":%ld,"
+                "\"train_s\":%.3f}\n",
+                loss, exp(loss), acc, nw, t_train);
+    }
+  } else if (rc == 0 && do_eval) {
     double loss, acc;
     if (evaluate(&o, &d, e, world, rank, x, y, &loss, &acc) != 0)
       rc = 1;

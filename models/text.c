@@ -56,6 +56,7 @@ int text_load(const char *path, text_t *t, char *err, size_t errlen) {
   }
   t->bytes = buf;
   t->len = len;
+  t->train_len = len;
   return 0;
 }
 
@@ -77,9 +78,43 @@ void text_free(text_t *t) {
 }
 
 uint64_t text_windows(const text_t *t, int T) {
-  if (T < 1 || t->len < (size_t)T + 1)
+  if (T < 1 || t->train_len < (size_t)T + 1)
     return 0;
-  return (uint64_t)(t->len - (size_t)T);
+  return (uint64_t)(t->train_len - (size_t)T);
+}
+
+int text_holdout(text_t *t, double frac, int T, char *err, size_t errlen) {
+  t->train_len = t->len;
+  if (frac <= 0)
+    return 0;
+  size_t need = (size_t)T + 1, held = (size_t)((double)t->len * frac);
+  if (held < need)
+    held = need;
+  if (T < 1 || frac >= 1 || t->len < held + need) {
+    snprintf(err, errlen,
+             "text: '%s' has %zu bytes, too short to hold out %.3g of it and "
+             "keep a window of context %d (%zu bytes) on each side; use a "
+             "longer file, a smaller ctx or --holdout 0",
+             t->path ? t->path : "(not loaded)", t->len, frac, T, need);
+    return -1;
+  }
+  t->train_len = t->len - held;
+  return 0;
+}
+
+uint64_t text_eval_windows(const text_t *t, int T) {
+  if (T < 1 || t->len < t->train_len + (size_t)T + 1)
+    return 0;
+  return (uint64_t)((t->len - t->train_len - 1) / (size_t)T);
+}
+
+void text_eval_window(const text_t *t, int T, uint64_t i, int32_t *x,
+                      int32_t *y) {
+  size_t at = t->train_len + (size_t)i * (size_t)T;
+  for (int k = 0; k < T; k++) {
+    x[k] = t->bytes[at + (size_t)k];
+    y[k] = t->bytes[at + (size_t)k + 1];
+  }
 }
 
 /* splitmix64's finaliser: a window's start is a hash of the seed and the
@@ -102,11 +137,12 @@ void text_window(const text_t *t, int T, uint64_t seed, uint64_t global_index,
   }
   uint64_t h = mix(mix(seed) + global_index);
   uint64_t starts = text_windows(t, T);
-  size_t at = (size_t)(h % (starts ? starts : t->len));
+  size_t n = t->train_len ? t->train_len : t->len;
+  size_t at = (size_t)(h % (starts ? starts : n));
   for (int i = 0; i < T; i++) {
     /* the modulo only bites when the text is shorter than the window */
-    x[i] = t->bytes[(at + (size_t)i) % t->len];
-    y[i] = t->bytes[(at + (size_t)i + 1) % t->len];
+    x[i] = t->bytes[(at + (size_t)i) % n];
+    y[i] = t->bytes[(at + (size_t)i + 1) % n];
   }
 }
 

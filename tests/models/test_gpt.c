@@ -537,6 +537,49 @@ static void check_text(void) {
   err[0] = 0;
   EXPECT(text_load(path, &t, err, sizeof err) != 0 && strstr(err, path),
          "1-byte file: '%s'", err);
+  /* the held-out split: training windows never read its bytes, the
+   * evaluation windows tile it, each held-out byte predicted once */
+  text_free(&t);
+  write_file(path, buf, LEN);
+  EXPECT(text_load(path, &t, err, sizeof err) == 0, "reload: %s", err);
+  EXPECT(text_holdout(&t, 0.1, T, err, sizeof err) == 0 &&
+             t.train_len == LEN - LEN / 10,
+         "holdout 0.1: train_len %zu: %s", t.train_len, err);
+  size_t tl = t.train_len;
+  EXPECT(text_windows(&t, T) == tl - T, "training windows %llu",
+         (unsigned long long)text_windows(&t, T));
+  int leaked = 0;
+  for (uint64_t i = 0; i < 2000; i++) {
+    int32_t x[T], y[T];
+    text_window(&t, T, 7, i, x, y);
+    /* the window's bytes are a run of the training part: find it there */
+    int found = 0;
+    for (size_t at = 0; at + T < tl && !found; at++) {
+      int same = 1;
+      for (int k = 0; k < T && same; k++)
+        same = x[k] == buf[at + k] && y[k] == buf[at + k + 1];
+      found = same;
+    }
+    leaked += !found;
+  }
+  EXPECT(leaked == 0, "%d of 2000 training windows are not in [0, %zu)", leaked,
+         tl);
+  uint64_t ne = text_eval_windows(&t, T);
+  EXPECT(ne == (LEN - tl - 1) / T, "eval windows %llu", (unsigned long long)ne);
+  for (uint64_t i = 0; i < ne; i++) {
+    int32_t x[T], y[T];
+    text_eval_window(&t, T, i, x, y);
+    size_t at = tl + (size_t)i * T;
+    for (int k = 0; k < T; k++)
+      EXPECT(x[k] == buf[at + k] && y[k] == buf[at + k + 1],
+             "eval window %llu token %d", (unsigned long long)i, k);
+  }
+  EXPECT(text_holdout(&t, 0, T, err, sizeof err) == 0 && t.train_len == LEN,
+         "holdout 0 keeps the whole text");
+  /* too short for a window on each side: refused, naming the file */
+  err[0] = 0;
+  EXPECT(text_holdout(&t, 0.99, T, err, sizeof err) != 0 && strstr(err, path),
+         "holdout 0.99: '%s'", err);
   text_free(&t);
   write_file(path, "", 0);
   err[0] = 0;

@@ -52,6 +52,13 @@ themselves must stay below FLOOR_LIMIT (relative loss, and parameters scaled
 as above), or the check fails: single-device runs that disagree with
 themselves by more are not a reference.
 
+Held-out evaluation (a line with "eval_loss" in both logs, from
+sharc-train --eval 1 on the gpt): its loss is held to the same kind of
+bound, max(tol, NOISE_FACTOR * floor), the floor being the noise runs'
+largest relative eval-loss difference from REF; a run whose losses left the
+noise bound in a branch flip is held to LOSS_CEILING instead. One log with
+the line and the other without it fails.
+
 Prints which bound applied; exits 1 when a check fails, 2 on unusable input.
 """
 import json
@@ -73,6 +80,45 @@ def losses(path):
             if "step" in rec:
                 out[rec["step"]] = rec["loss"]
     return out
+
+
+def eval_loss(path):
+    """The held-out loss the log ends with, or None."""
+    out = None
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if "eval_loss" in rec:
+                out = rec["eval_loss"]
+    return out
+
+
+def check_eval(ref_path, run_path, tol, noise, flip):
+    ref, run = eval_loss(ref_path), eval_loss(run_path)
+    if ref is None and run is None:
+        return True
+    if ref is None or run is None:
+        print(f"eval: only {'the run' if ref is None else 'the reference'} "
+              f"logged a held-out loss: FAIL")
+        return False
+    floor = 0.0
+    for path in noise:
+        e = eval_loss(path)
+        if e is None:
+            print(f"noise: {path} has no eval_loss")
+            return None
+        floor = max(floor, rel(e, ref))
+    bound = max(tol, NOISE_FACTOR * floor)
+    why = (f"{NOISE_FACTOR:g} x the noise floor {floor:.3g}"
+           if NOISE_FACTOR * floor > tol else f"tolerance {tol:g}")
+    if flip is not None and LOSS_CEILING > bound:
+        bound, why = LOSS_CEILING, f"the hard ceiling, after the branch flip"
+    d = rel(run, ref)
+    ok = d <= bound and floor <= FLOOR_LIMIT
+    print(f"eval: held-out loss {run!r} vs {ref!r}: {d:.3g} relative, bound "
+          f"{bound:.3g} = {why} (floor limit {FLOOR_LIMIT:g}): "
+          f"{'ok' if ok else 'FAIL'}")
+    return ok
 
 
 def floats(path):
@@ -226,6 +272,10 @@ def main(argv):
     if res is None:
         return 2
     ok, flip = res
+    eok = check_eval(args[0], args[1], tol, noise_log, flip)
+    if eok is None:
+        return 2
+    ok = ok and eok
     if params:
         pok = check_params(params, tol, noise_bin, flip)
         if pok is None:

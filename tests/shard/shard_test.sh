@@ -147,8 +147,10 @@ parity-cnn)
   parity --model cnn --steps 50 --batch 16 --lr 3e-4 --seed 3
   ;;
 parity-gpt)
+  # --eval 1: every run's held-out loss (the last tenth of the corpus,
+  # summed over the ranks' windows) is checked against the reference too
   parity --model gpt --gpt-size tiny --data "$SRC/tests/shard/corpus.txt" --steps 50 \
-    --batch 8 --lr 1e-3 --seed 5
+    --batch 8 --lr 1e-3 --seed 5 --eval 1
   ;;
 ckpt)
   need_mnist
@@ -267,6 +269,11 @@ PY
   expect_err "--mp 'fp8'" --mp fp8
   expect_err "unknown option '--bogus'" --bogus
   expect_err "needs --data" --model gpt
+  expect_err "give --holdout F > 0" --model gpt --data "$SRC/tests/shard/corpus.txt" \
+    --holdout 0 --eval 1
+  head -c 100 "$SRC/tests/shard/corpus.txt" >"$W/short.txt"
+  expect_err "too short to hold out" --model gpt --data "$W/short.txt" \
+    --holdout 0.9 --steps 1
   expect_err "does not divide" --model mlp --strategy hybrid --shard-group 3 \
     --steps 1
   train small 2 --model mlp --batch 8 --steps 2 --save "$W/ck" || exit 1

@@ -557,6 +557,20 @@ static sharc_status_t dc_map(devcomm_t *dc, const dc_desc_t *all,
 
 /* An all-gather of one int32 status per rank through now: the first
  * failed rank's status, with a message naming it. */
+/* An all-gather of bytes from every rank into all, over the host transport
+ * in call's turn. */
+static sharc_status_t gather_now(coll_call_t *call, call_now_fn now,
+                                 const void *mine, void *all, size_t bytes) {
+  coll_call_t h = {.coll = SCHED_ALL_GATHER,
+                   .sendbuf = mine,
+                   .recvbuf = all,
+                   .count = bytes,
+                   .dtype = SHARC_U8,
+                   .op = SHARC_SUM,
+                   .comm = call->comm};
+  return now(call, &h);
+}
+
 static sharc_status_t agree(coll_call_t *call, call_now_fn now,
                             sharc_status_t mine, const char *fn,
                             const char *what) {
@@ -564,14 +578,7 @@ static sharc_status_t agree(coll_call_t *call, call_now_fn now,
   int32_t me = (int32_t)mine, *all = calloc((size_t)comm->nranks, sizeof *all);
   if (!all)
     return comm_record(comm, SHARC_ERR_NO_MEM, "%s: out of memory", fn);
-  coll_call_t h = {.coll = SCHED_ALL_GATHER,
-                   .sendbuf = &me,
-                   .recvbuf = all,
-                   .count = sizeof me,
-                   .dtype = SHARC_U8,
-                   .op = SHARC_SUM,
-                   .comm = comm};
-  sharc_status_t st = now(call, &h);
+  sharc_status_t st = gather_now(call, now, &me, all, sizeof me);
   for (int p = 0; st == SHARC_OK && p < comm->nranks; p++)
     if (all[p] != SHARC_OK)
       st = comm_record(comm, (sharc_status_t)all[p],
@@ -642,14 +649,7 @@ static sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call,
   if (st != SHARC_OK)
     say(autom, err_last());
   mine.status = (int32_t)st;
-  coll_call_t h = {.coll = SCHED_ALL_GATHER,
-                   .sendbuf = &mine,
-                   .recvbuf = all,
-                   .count = sizeof mine,
-                   .dtype = SHARC_U8,
-                   .op = SHARC_SUM,
-                   .comm = comm};
-  st = now(call, &h);
+  st = gather_now(call, now, &mine, all, sizeof mine);
   if (st == SHARC_OK)
     st = check_descs(comm, all, fn);
   if (st == SHARC_OK) {

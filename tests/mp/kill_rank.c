@@ -5,7 +5,8 @@
  *   sharcrun -n N kill_rank [--coll C] [--at WHEN] K [SECONDS [LINGER]]
  *
  * All ranks loop 1 MiB f32 collectives C (all_reduce, the default,
- * all_gather, reduce_scatter, reduce to rank 0 or all_to_all; out of place,
+ * all_gather, reduce_scatter, reduce to rank 0, all_to_all, gather to rank
+ * 0 or scatter from rank 0; out of place,
  * checking the result where it lands). Rank K
  * (for publish: K may be "all") fails at WHEN:
  *   run      after SECONDS (default 0.5) of the loop it raises SIGKILL;
@@ -65,10 +66,13 @@ enum coll {
   C_REDUCE_SCATTER,
   C_REDUCE,
   C_ALL_TO_ALL,
+  C_GATHER,
+  C_SCATTER,
   C_NCOLL
 };
 static const char *const coll_names[C_NCOLL] = {
-    "all_reduce", "all_gather", "reduce_scatter", "reduce", "all_to_all"};
+    "all_reduce", "all_gather", "reduce_scatter", "reduce",
+    "all_to_all", "gather",     "scatter"};
 
 static enum at at = AT_RUN;
 static int victim;  /* this process fails at `at` */
@@ -115,7 +119,7 @@ EXPORTED int unlink(const char *path) {
 
 static int usage(void) {
   fprintf(stderr, "usage: sharcrun -n N kill_rank [--coll all_reduce|"
-                  "all_gather|reduce_scatter|reduce|all_to_all] "
+                  "all_gather|reduce_scatter|reduce|all_to_all|gather|scatter] "
                   "[--at run|publish|unlink|abort] "
                   "[--mem host|cuda] K [SECONDS [LINGER]]\n"
                   "       kill_rank --probe-cuda\n");
@@ -230,7 +234,7 @@ static void dev_close(void) {}
 static int step(enum coll c, const float *in, float *out, size_t per, int n,
                 sharc_comm_t comm, sharc_status_t *st) {
   size_t total = c == C_ALL_REDUCE || c == C_REDUCE ? COUNT : per * (size_t)n;
-  size_t outn = c == C_REDUCE_SCATTER ? per : total;
+  size_t outn = c == C_REDUCE_SCATTER || c == C_SCATTER ? per : total;
   sharc_stream_t s = on_device ? dev_sstream : NULL;
   buf_set(out, 0, -1.0f);
   buf_set(out, outn - 1, -1.0f);
@@ -242,9 +246,14 @@ static int step(enum coll c, const float *in, float *out, size_t per, int n,
     *st = sharc_reduce_scatter(in, out, per, SHARC_F32, SHARC_SUM, comm, s);
   else if (c == C_REDUCE)
     *st = sharc_reduce(in, out, COUNT, SHARC_F32, SHARC_SUM, 0, comm, s);
+  else if (c == C_GATHER)
+    *st = sharc_gather(in, out, per, SHARC_F32, 0, comm, s);
+  else if (c == C_SCATTER)
+    *st = sharc_scatter(in, out, per, SHARC_F32, 0, comm, s);
   else
     *st = sharc_all_to_all(in, out, per, SHARC_F32, comm, s);
-  int checked = c != C_REDUCE || my_rank == 0; /* reduce: the root's result */
+  /* reduce, gather: the root's result */
+  int checked = (c != C_REDUCE && c != C_GATHER) || my_rank == 0;
   float got[2] = {-2.0f, -2.0f};
   if (*st == SHARC_OK) {
     buf_get(out, 0, &got[0]);
@@ -254,10 +263,14 @@ static int step(enum coll c, const float *in, float *out, size_t per, int n,
     *st = dev_finish(*st);
   if (*st != SHARC_OK || !checked)
     return 1;
-  /* all_gather, all_to_all: block r holds r + 1 (rank r's value); the
-   * reductions: n everywhere. */
-  float first = c == C_ALL_GATHER || c == C_ALL_TO_ALL ? 1.0f : (float)n;
-  float last = (float)n;
+  /* all_gather, all_to_all, gather: block r holds r + 1 (rank r's value);
+   * scatter: rank r gets the root's block r, r + 1; the reductions: n
+   * everywhere. */
+  int blocks = c == C_ALL_GATHER || c == C_ALL_TO_ALL || c == C_GATHER;
+  float first = blocks           ? 1.0f
+                : c == C_SCATTER ? (float)(my_rank + 1)
+                                 : (float)n;
+  float last = c == C_SCATTER ? first : (float)n;
   return got[0] == first && got[1] == last;
 }
 
@@ -340,17 +353,19 @@ int main(int argc, char **argv) {
       return 2;
     }
     size_t per = COUNT / (size_t)n; /* all_gather in, reduce_scatter out */
-    size_t inn = coll == C_ALL_REDUCE || coll == C_REDUCE ? COUNT
-                 : coll == C_ALL_GATHER                   ? per
-                                                          : per * (size_t)n;
+    size_t inn = coll == C_ALL_REDUCE || coll == C_REDUCE   ? COUNT
+                 : coll == C_ALL_GATHER || coll == C_GATHER ? per
+                                                            : per * (size_t)n;
     float *fill = malloc(inn * sizeof *fill);
     in = buf_alloc(inn);
     out = buf_alloc(COUNT);
     if (!fill || !in || !out)
       return 2;
     for (size_t j = 0; j < inn; j++)
-      fill[j] = coll == C_ALL_GATHER || coll == C_ALL_TO_ALL ? (float)(rank + 1)
-                                                             : 1.0f;
+      fill[j] = coll == C_ALL_GATHER || coll == C_ALL_TO_ALL || coll == C_GATHER
+                    ? (float)(rank + 1)
+                : coll == C_SCATTER ? (float)(j / per + 1) /* block b: b + 1 */
+                                    : 1.0f;
 #ifdef SHARC_HAVE_CUDA
     if (on_device && cudaMemcpy(in, fill, inn * sizeof *fill,
                                 cudaMemcpyHostToDevice) != cudaSuccess)

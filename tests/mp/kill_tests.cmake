@@ -7,8 +7,9 @@
 #                                    (the cost model's algorithm; tree)
 #   mp.kill.matrix.<tp>.<coll>       4 ranks, ranks 0, 1 (tcp: 2) and 3 killed
 #                                    in turn mid-all_gather, reduce_scatter,
-#                                    all_reduce, reduce (to rank 0) or
-#                                    all_to_all
+#                                    all_reduce, reduce (to rank 0),
+#                                    all_to_all, gather (to rank 0) or
+#                                    scatter (from rank 0)
 #   mp.kill.setup.shm                rank 0, then 3, dies the instant its
 #                                    segment appears; rank 1 instead of
 #                                    removing its name: survivors remove it
@@ -44,7 +45,8 @@ foreach(tp shm tcp)
   else()
     set(kills "0 2 3")
   endif()
-  foreach(coll all_gather reduce_scatter all_reduce reduce all_to_all)
+  foreach(coll all_gather reduce_scatter all_reduce reduce all_to_all gather
+          scatter)
     sharc_kill_test(mp.kill.matrix.${tp}.${coll} 240 4 ""
       $<TARGET_FILE:kill_rank> ${tp} -n 4 --kill "${kills}" --coll ${coll})
   endforeach()

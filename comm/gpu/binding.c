@@ -221,9 +221,9 @@ static sharc_status_t gs_enqueue(void *dev, coll_call_t *call, void *work,
   if (cap != cudaStreamCaptureStatusNone)
     st = err_set(SHARC_ERR_UNSUPPORTED,
                  "%s on a CUDA stream: the stream is being captured into a "
-                 "CUDA graph; the %s path cannot be captured: enqueue "
+                 "CUDA graph; the %s path cannot be captured (%s): enqueue "
                  "outside the capture",
-                 fn, gp->call.name);
+                 fn, gp->call.name, gp->no_capture);
   else
     st = gp->stage(ds, call, w, fn, now);
   if (w->ds)

@@ -35,6 +35,9 @@ typedef struct gpu_path {
   call_path_t call; /* its name, and how the worker runs a call it marked
                        (coll_call_t.path; a path may leave calls to the host
                        collective on the buffers it gave them) */
+  /* Why a call on it cannot be captured into a CUDA graph (the refusal's
+   * message says it). */
+  const char *no_capture;
   /* 1 if the path takes call (asked in table order; the last takes all). */
   int (*takes)(const coll_call_t *call);
   /* Requirements of the environment, checked at gpu_stream_open; fn names

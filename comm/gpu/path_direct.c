@@ -192,6 +192,8 @@ static void direct_close(dev_stream_t *ds) {
 
 const gpu_path_t gpu_path_direct = {
     .call = {.name = "direct"},
+    .no_capture = "its flags carry step numbers fixed as each call is "
+                  "enqueued, which a replayed graph would reuse",
     .takes = direct_takes,
     .check_env = direct_check_env,
     .stage = direct_stage,
@@ -202,8 +204,11 @@ const gpu_path_t gpu_path_direct = {
 #else /* !SHARC_HAVE_CUDA */
 
 /* Takes nothing: dev_have_cuda() is 0. */
-const gpu_path_t gpu_path_direct = {.call = {.name = "direct"},
-                                    .takes = direct_takes,
-                                    .check_env = direct_check_env};
+const gpu_path_t gpu_path_direct = {
+    .call = {.name = "direct"},
+    .no_capture = "its flags carry step numbers fixed as each call is "
+                  "enqueued, which a replayed graph would reuse",
+    .takes = direct_takes,
+    .check_env = direct_check_env};
 
 #endif /* SHARC_HAVE_CUDA */

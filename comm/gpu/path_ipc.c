@@ -810,6 +810,8 @@ static void ipc_close(dev_stream_t *ds) {
 
 const gpu_path_t gpu_path_ipc = {
     .call = {.name = "ipc", .run = ipc_run},
+    .no_capture =
+        "a host thread exchanges the buffers and orchestrates each call",
     .takes = ipc_takes,
     .check_env = ipc_check_env,
     .stage = ipc_stage,
@@ -829,6 +831,10 @@ sharc_status_t gpu_mem_describe(const void *p, size_t bytes, mem_dev_t *out) {
 
 /* Takes nothing: dev_have_cuda() is 0. */
 const gpu_path_t gpu_path_ipc = {
-    .call = {.name = "ipc"}, .takes = ipc_takes, .check_env = ipc_check_env};
+    .call = {.name = "ipc"},
+    .no_capture =
+        "a host thread exchanges the buffers and orchestrates each call",
+    .takes = ipc_takes,
+    .check_env = ipc_check_env};
 
 #endif /* SHARC_HAVE_CUDA */

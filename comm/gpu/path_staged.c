@@ -375,6 +375,8 @@ static int staged_takes(const coll_call_t *call) {
 
 const gpu_path_t gpu_path_staged = {
     .call = {.name = "staged", .run = staged_run},
+    .no_capture =
+        "a host thread runs each call's collective on pinned host memory",
     .takes = staged_takes,
     .stage = staged_stage,
 };

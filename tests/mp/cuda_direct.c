@@ -12,6 +12,9 @@
  *     stream after them must be complete at once: the stream's host worker
  *     was given nothing to do. Only then is the gate opened; the results
  *     are checked bit for bit after sharc_stream_synchronize.
+ *  0. A call on a stream being captured into a CUDA graph is refused on every
+ *     rank with SHARC_ERR_UNSUPPORTED, saying why, and the capture still
+ *     ends with a graph; the calls after it (below) still pair up.
  *  2. all_gather and broadcast launch no kernel (copy engines only), while
  *     reduce_scatter and all_reduce do. Kernels are counted by softcuda
  *     (softcuda_kernel_launches, found with dlsym); on a real CUDA runtime
@@ -150,6 +153,24 @@ int main(int argc, char **argv) {
     return 2;
   }
   count_fn kernels = (count_fn)dlsym(RTLD_DEFAULT, "softcuda_kernel_launches");
+
+  /* 0. A call on a stream being captured into a CUDA graph: refused on
+   * every rank, naming why, the capture left intact; since every rank
+   * refused it, the calls after it pair up as before (checked below). */
+  cudaGraph_t graph = NULL;
+  if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal) != cudaSuccess)
+    FAIL("cudaStreamBeginCapture");
+  st = sharc_all_reduce(d_in, d_ar, nc, SHARC_U32, SHARC_SUM, comm, s);
+  if (st != SHARC_ERR_UNSUPPORTED ||
+      !strstr(sharc_last_error(), "captured into a CUDA graph") ||
+      !strstr(sharc_last_error(), "step numbers"))
+    FAIL("an all_reduce during a capture: %s: %s (want SHARC_ERR_UNSUPPORTED "
+         "naming the capture and why)",
+         sharc_status_name(st), sharc_last_error());
+  if (cudaStreamEndCapture(cs, &graph) != cudaSuccess || !graph)
+    FAIL("the capture did not end with a graph after the refusal");
+  if (graph)
+    cudaGraphDestroy(graph);
 
   /* 1. Everything enqueued behind the closed gate. */
   if (cudaLaunchHostFunc(cs, gate_fn, NULL) != cudaSuccess)

@@ -218,7 +218,11 @@ SHARC_API sharc_status_t sharc_stream_synchronize(sharc_stream_t stream);
  * where that setup fails on some rank, through pinned host staging owned by
  * the stream (grown to the largest call, freed by synchronize and destroy),
  * reduced on the host by the stream's thread, which sleeps while it waits
- * for the device. Blocking: none beyond that first call.
+ * for the device. Blocking: on one host, an enqueue waits until the
+ * communicator's earlier calls that run on the host (host streams, the
+ * staged path) have run; its first device call also sets up with its
+ * peers, and with SHARC_CHECK=1 every call agrees with them first.
+ * Elsewhere none.
  * sharc_stream_synchronize waits for the host-side work, then for cuda_stream,
  * and returns the first error (a failed collective is still completed on
  * cuda_stream, with undefined results, so nothing there waits forever);

@@ -403,8 +403,8 @@ static long eval_count(const opts_t *o, const data_t *d) {
 static int evaluate(const opts_t *o, data_t *d, sharc_shard_t e, int world,
                     int rank, void *x, int32_t *y, double *loss, double *acc) {
   double tot[SHARC_STAGE_STATS] = {0};
-  /* gpt: batches of the training batch's size, whose activations fit */
-  int EB = d->is_gpt ? o->batch : o->eval_batch;
+  /* gpt: batches of a training micro-batch's size, whose activations fit */
+  int EB = d->is_gpt ? (o->batch + o->micro - 1) / o->micro : o->eval_batch;
   long N = eval_count(o, d);
   for (long b0 = 0; b0 < N; b0 += EB) {
     int gb = N - b0 < EB ? (int)(N - b0) : EB, first, count;

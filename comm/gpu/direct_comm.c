@@ -448,8 +448,6 @@ static sharc_status_t dc_map(devcomm_t *dc, const dc_desc_t *all,
   return SHARC_OK;
 }
 
-/* An all-gather of one int32 status per rank through now: the first
- * failed rank's status, with a message naming it. */
 /* An all-gather of bytes from every rank into all, over the host transport
  * in call's turn. */
 static sharc_status_t gather_now(coll_call_t *call, call_now_fn now,
@@ -464,6 +462,8 @@ static sharc_status_t gather_now(coll_call_t *call, call_now_fn now,
   return now(call, &h);
 }
 
+/* An all-gather of one int32 status per rank through now: the first
+ * failed rank's status, with a message naming it. */
 static sharc_status_t agree(coll_call_t *call, call_now_fn now,
                             sharc_status_t mine, const char *fn,
                             const char *what) {
@@ -482,9 +482,6 @@ static sharc_status_t agree(coll_call_t *call, call_now_fn now,
   return st;
 }
 
-/* The first call of comm on this path: every rank's buffer allocated,
- * shared, mapped, and the comm's hook set. All ranks reach it at the same
- * call, in that call's turn (now). */
 /* A local failure of the setup: a warning where the path was asked for,
  * information where it was chosen by default (auto falls back). */
 static void say(int autom, const char *msg) {
@@ -494,6 +491,7 @@ static void say(int autom, const char *msg) {
     WARN(SUB_CUDA, "%s", msg);
 }
 
+/* direct.h */
 sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call, call_now_fn now,
                         const char *fn, int *declined) {
   *declined = 0;

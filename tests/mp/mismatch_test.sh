@@ -17,7 +17,7 @@
 # SHARC_TIMEOUT is 20 s, above MAX_S, so a hang or a timeout fails the test.
 set -u
 if [ $# -lt 4 ]; then
-  echo "usage: $0 SHARCRUN MISMATCH_PROGRAM shm|tcp on|off" >&2
+  echo "usage: $0 SHARCRUN MISMATCH_PROGRAM shm|tcp on|off [cuda]" >&2
   exit 2
 fi
 sharcrun=$1 prog=$2 transport=$3 mode=$4 mem=()
@@ -54,7 +54,7 @@ run() { # run N CASE
   local start end rc
   start=$(date +%s%N)
   timeout 40 "$sharcrun" -n "$n" --grace 5 --timeout 30 "$prog" "$c" \
-    "${mem[@]}" >"$log" 2>&1
+    ${mem[@]+"${mem[@]}"} >"$log" 2>&1
   rc=$?
   if [ "$rc" -eq 77 ] && [ "$pass$failed" = 00 ]; then
     grep -m1 SKIP "$log"

@@ -29,7 +29,7 @@ if(SHARC_HAVE_CUDA)
     ${CMAKE_CURRENT_SOURCE_DIR}/mismatch_test.sh ${SHARC_MP_RUN}
     $<TARGET_FILE:mismatch> shm on cuda)
   set_tests_properties(gpu.check.mismatch PROPERTIES TIMEOUT 240 LABELS gpu
-    PROCESSORS 4 SKIP_RETURN_CODE 77)
+    PROCESSORS 4 SKIP_RETURN_CODE 77 ENVIRONMENT SHARC_CUDA_PATH=direct)
 endif()
 sharc_mp_test(mp.check.off.shm 60 4 ""
   bash ${CMAKE_CURRENT_SOURCE_DIR}/mismatch_test.sh ${SHARC_MP_RUN}

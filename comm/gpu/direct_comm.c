@@ -97,6 +97,16 @@ static void mark_failed(devcomm_t *dc, sharc_status_t st, const char *msg) {
   release_waits(dc);
 }
 
+/* mark_failed with comm's failure (comm failed). */
+static void mark_failed_as(devcomm_t *dc, struct sharc_comm *comm) {
+  char msg[sizeof dc->msg];
+  pthread_mutex_lock(&comm->err_lock);
+  sharc_status_t st = comm->unusable_st;
+  snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
+  pthread_mutex_unlock(&comm->err_lock);
+  mark_failed(dc, st, msg);
+}
+
 /* The communicator failed (or dc's watchdog found why it must): comm
  * failed for it when there still is one (its hook then marks dc), dc marked
  * in any case. */
@@ -124,12 +134,7 @@ static int wd_check(devcomm_t *dc, uint64_t now) {
   }
   if (comm && atomic_load(&comm->unusable)) {
     /* the comm failed without its hook (before the setup installed it) */
-    char msg[sizeof dc->msg];
-    pthread_mutex_lock(&comm->err_lock);
-    sharc_status_t st = comm->unusable_st;
-    snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
-    pthread_mutex_unlock(&comm->err_lock);
-    mark_failed(dc, st, msg);
+    mark_failed_as(dc, comm);
     return 1;
   }
   uint32_t in = atomic_load(&dc->words[0]), out = atomic_load(&dc->words[1]);
@@ -312,12 +317,7 @@ static void direct_abort(struct sharc_comm *comm) {
   pthread_mutex_unlock(&hook_lock);
   if (!dc)
     return;
-  char msg[sizeof dc->msg];
-  pthread_mutex_lock(&comm->err_lock);
-  sharc_status_t st = comm->unusable_st;
-  snprintf(msg, sizeof msg, "%s", comm->unusable_msg);
-  pthread_mutex_unlock(&comm->err_lock);
-  mark_failed(dc, st, msg);
+  mark_failed_as(dc, comm);
   dc_put(dc);
 }
 

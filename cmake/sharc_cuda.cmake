@@ -19,6 +19,29 @@
 # (kernels/*.cu, for the kernels' layer). The caller adds SHARC_HAVE_CUDA=1
 # and CUDA::cudart to the library targets.
 
+# sharc_cuda_sources(files...): compiles device code (.cu) the way this
+# build does, in the calling directory (source properties are per
+# directory): with nvcc, IEEE division, no flush-to-zero and no
+# contraction of a * b + c into one FMA (device results must match the
+# host code bit for bit; nvcc's defaults, spelled out so that they stay,
+# and --fmad, on by default); on softcuda, as host C++ through
+# tests/softcuda/cuda_host.h (no C++ runtime in the objects, as with
+# nvcc, so C programs link without libstdc++; no contraction either).
+# SHARC_CUDA_ARCHS names the built architectures in messages.
+function(sharc_cuda_sources)
+  if(SHARC_SOFTCUDA)
+    set_source_files_properties(${ARGN} PROPERTIES
+      LANGUAGE CXX
+      COMPILE_OPTIONS "-xc++;-std=c++17;-include;${PROJECT_SOURCE_DIR}/tests/softcuda/cuda_host.h;-I${PROJECT_SOURCE_DIR}/tests/softcuda;-fno-exceptions;-fno-rtti;-fno-threadsafe-statics;-ffp-contract=off;-Wno-unknown-pragmas"
+      COMPILE_DEFINITIONS "SHARC_CUDA_ARCHS=\"softcuda\"")
+  else()
+    string(REPLACE ";" "," archs "${CMAKE_CUDA_ARCHITECTURES}")
+    set_source_files_properties(${ARGN} PROPERTIES
+      COMPILE_OPTIONS "--ftz=false;--prec-div=true;--fmad=false"
+      COMPILE_DEFINITIONS "SHARC_CUDA_ARCHS=\"${archs}\"")
+  endif()
+endfunction()
+
 set(SHARC_WITH_CUDA AUTO CACHE STRING "Build the CUDA data path: AUTO, ON or OFF")
 set_property(CACHE SHARC_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
 option(SHARC_SOFTCUDA "Run the GPU data path and gpu tests on softcuda (a host-memory CUDA runtime, tests/softcuda)" OFF)
@@ -102,15 +125,10 @@ if(SHARC_SOFTCUDA)
                          LABELS "gpu;softcuda" SKIP_RETURN_CODE 77)
   endif()
   # The device code as host C++ (cuda_host.h says what it maps and what it
-  # refuses): no C++ runtime in the objects, as with nvcc, so C programs
-  # still link libsharc.a without libstdc++; no contraction of a * b + c
-  # (the kernels must match kernels/reduce.c bit for bit).
+  # refuses; sharc_cuda_sources above, the flags).
   enable_language(CXX)
   file(GLOB SHARC_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.cu)
-  set_source_files_properties(${SHARC_CUDA_SOURCES} PROPERTIES
-    LANGUAGE CXX
-    COMPILE_OPTIONS "-xc++;-std=c++17;-include;${PROJECT_SOURCE_DIR}/tests/softcuda/cuda_host.h;-I${PROJECT_SOURCE_DIR}/tests/softcuda;-fno-exceptions;-fno-rtti;-fno-threadsafe-statics;-ffp-contract=off;-Wno-unknown-pragmas"
-    COMPILE_DEFINITIONS "SHARC_CUDA_ARCHS=\"softcuda\"")
+  sharc_cuda_sources(${SHARC_CUDA_SOURCES})
   set(SHARC_HAVE_CUDA ON)
   message(STATUS "CUDA: softcuda, the host-memory runtime of tests/softcuda "
     "(headers from ${SHARC_SOFTCUDA_INCLUDE_DIR}); no GPU is used")
@@ -180,13 +198,6 @@ if(SHARC_HAVE_CUDA AND NOT SHARC_SOFTCUDA)
                         "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Werror>")
   endif()
   file(GLOB SHARC_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.cu)
-  # Device results must match the host kernels (kernels/reduce.c) bit for
-  # bit: IEEE division and no flush-to-zero (nvcc's defaults, spelled out so
-  # that they stay) and no contraction of a * b + c into one FMA (on by
-  # default). SHARC_CUDA_ARCHS names the built architectures in messages.
-  string(REPLACE ";" "," sharc_archs "${CMAKE_CUDA_ARCHITECTURES}")
-  set_source_files_properties(${SHARC_CUDA_SOURCES} PROPERTIES
-    COMPILE_OPTIONS "--ftz=false;--prec-div=true;--fmad=false"
-    COMPILE_DEFINITIONS "SHARC_CUDA_ARCHS=\"${sharc_archs}\"")
+  sharc_cuda_sources(${SHARC_CUDA_SOURCES})
 
 endif()

@@ -113,6 +113,16 @@ SHARC_API const char *sharc_op_name(sharc_op_t op);
 SHARC_API sharc_status_t sharc_convert(void *dst, sharc_dtype_t dst_type,
                                        const void *src, sharc_dtype_t src_type,
                                        size_t count);
+/* The same on device memory (CUDA builds): queued on cuda_stream (a
+ * cudaStream_t; NULL is the legacy default stream) of the current device,
+ * with the same results bit for bit; returns once queued. Buffers must be
+ * memory the device can address, not overlapping. SHARC_ERR_CUDA (with the
+ * runtime's message) when the kernel cannot be queued or the build has no
+ * CUDA. */
+SHARC_API sharc_status_t sharc_convert_cuda(void *dst, sharc_dtype_t dst_type,
+                                            const void *src,
+                                            sharc_dtype_t src_type,
+                                            size_t count, void *cuda_stream);
 /* "0.1.0" */
 SHARC_API const char *sharc_version(void);
 

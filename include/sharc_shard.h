@@ -33,6 +33,16 @@ extern "C" {
 
 /* ---- model description -------------------------------------------------- */
 
+/* Where a model computes and the engine keeps its state. */
+typedef enum {
+  SHARC_DEVICE_HOST = 0, /* host memory; callbacks compute on the calling
+                          * thread and return when done */
+  SHARC_DEVICE_CUDA      /* device memory of the calling thread's current
+                          * CUDA device; callbacks queue their work on
+                          * call->cuda_stream and may return before it
+                          * ran (CUDA builds only) */
+} sharc_device_t;
+
 typedef enum {
   SHARC_INIT_ZEROS = 0,
   SHARC_INIT_ONES,
@@ -85,7 +95,13 @@ typedef struct {
 
 /* What a forward or backward callback receives. Tensor pointers are f32,
  * in the shapes of the unit's sharc_param_spec_t. Buffers are 64-byte
- * aligned. */
+ * aligned (256 for a CUDA model).
+ *
+ * A SHARC_DEVICE_CUDA model gets every buffer below in device memory
+ * except the batch: batch->x and batch->y (and so stage 0's in) stay the
+ * caller's host memory, and a stage copies what it needs of them into its
+ * saved or scratch buffer. The last stage's out (the statistics) is device
+ * memory too; the engine reads it after the stream passed it. */
 typedef struct {
   int stage, unit, kind;
   const sharc_batch_t *batch;
@@ -101,6 +117,9 @@ typedef struct {
   void *saved;                /* saved_bytes: written by forward, read by
                                * the matching backward */
   void *scratch;              /* scratch_bytes: undefined between calls */
+  void *cuda_stream;          /* CUDA models: the cudaStream_t to queue the
+                               * work on (in, dout, params are ready on it;
+                               * out, din, grads are read after it) */
 } sharc_stage_call_t;
 
 typedef struct {
@@ -118,6 +137,9 @@ typedef struct {
   /* Return 0 on success; nonzero fails the step with SHARC_ERR_INTERNAL. */
   int (*forward)(void *ctx, const sharc_stage_call_t *call);
   int (*backward)(void *ctx, const sharc_stage_call_t *call);
+  /* Where the callbacks expect their buffers (see sharc_stage_call_t);
+   * the engine must be created with the same cfg.device. */
+  sharc_device_t device;
 } sharc_model_t;
 
 /* ---- engine configuration ------------------------------------------------ */
@@ -159,6 +181,13 @@ typedef struct {
   sharc_optim_t optim;
   double clip_norm;      /* clip the global gradient norm to this; 0: off */
   const char *trace_dir; /* Chrome trace JSON per rank; NULL: SHARC_TRACE */
+  sharc_device_t device; /* SHARC_DEVICE_CUDA: train on the calling
+                          * thread's current CUDA device (a CUDA model):
+                          * slices, gradients, optimizer state, gathered
+                          * parameters and activations in device memory,
+                          * the optimizer step on the device; with
+                          * offload, slices and optimizer state in pinned
+                          * host memory and the step on the host */
 } sharc_shard_config_t;
 
 /* Fills cfg with the defaults: FULL_SHARD, f32, prefetch 2, AdamW lr 1e-3
@@ -192,6 +221,8 @@ typedef struct {
   size_t activations;     /* stage outputs, their gradients, saved
                            * tensors, scratch */
   size_t total;
+  size_t device; /* of total, the bytes in device memory (GPU training;
+                  * under offload the sharded state is host memory) */
 } sharc_mem_bytes_t;
 
 typedef struct {

@@ -299,9 +299,39 @@ int launch(sharc_dtype_t dtype, int op, void *dst, const void *a, const void *b,
   void *args[] = {&dst, &a, &b, &n, &head, &nvec, &divisor};
   /* The typed pointer (the runtime's template overload): softcuda's
    * launcher (tests/softcuda/cuda_host.h) needs the argument types. */
-  err = cudaLaunchKernel(k.fn, dim3((unsigned)blocks), dim3(kThreads), args,
-                         0, static_cast<cudaStream_t>(stream));
+  err = cudaLaunchKernel(k.fn, dim3((unsigned)blocks), dim3(kThreads), args, 0,
+                         static_cast<cudaStream_t>(stream));
   return (int)err;
+}
+
+/* dst[i] = src[i] from type S to type D (f32, f16 or bf16; not equal),
+ * through f32 with the conversions above. */
+template <sharc_dtype_t D, sharc_dtype_t S>
+__global__ void __launch_bounds__(kThreads)
+    convert_kernel(void *dst, const void *src, size_t n) {
+  using TD = typename dtype_traits<D>::T;
+  using TS = typename dtype_traits<S>::T;
+  TD *d = static_cast<TD *>(dst);
+  const TS *s = static_cast<const TS *>(src);
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    d[i] = dtype_traits<D>::st((float)dtype_traits<S>::ld(s[i]));
+}
+
+using convert_fn = void (*)(void *, const void *, size_t);
+
+template <sharc_dtype_t D> convert_fn convert_from(sharc_dtype_t s) {
+  switch (s) {
+  case SHARC_F32:
+    return D == SHARC_F32 ? nullptr : convert_kernel<D, SHARC_F32>;
+  case SHARC_F16:
+    return D == SHARC_F16 ? nullptr : convert_kernel<D, SHARC_F16>;
+  case SHARC_BF16:
+    return D == SHARC_BF16 ? nullptr : convert_kernel<D, SHARC_BF16>;
+  default:
+    return nullptr;
+  }
 }
 
 void say(char *why, size_t whylen, const char *fmt, ...)
@@ -348,6 +378,35 @@ int kernel_dev_div(sharc_dtype_t dtype, void *buf, size_t n, int divisor,
   if (buf == nullptr)
     return (int)cudaErrorInvalidValue;
   return launch(dtype, OP_DIV, buf, buf, buf, n, divisor, cuda_stream);
+}
+
+int kernel_dev_convert(void *dst, sharc_dtype_t dst_type, const void *src,
+                       sharc_dtype_t src_type, size_t n, void *cuda_stream) {
+  convert_fn fn = nullptr;
+  if (dst_type == SHARC_F32)
+    fn = convert_from<SHARC_F32>(src_type);
+  else if (dst_type == SHARC_F16)
+    fn = convert_from<SHARC_F16>(src_type);
+  else if (dst_type == SHARC_BF16)
+    fn = convert_from<SHARC_BF16>(src_type);
+  if (dst_type == src_type && (dst_type == SHARC_F32 || dst_type == SHARC_F16 ||
+                               dst_type == SHARC_BF16))
+    return kernel_dev_copy(dst, src, n * (dst_type == SHARC_F32 ? 4 : 2),
+                           cuda_stream);
+  if (fn == nullptr || (n > 0 && (dst == nullptr || src == nullptr)))
+    return (int)cudaErrorInvalidValue;
+  if (n == 0)
+    return 0;
+  int sms = 1;
+  cudaError_t err = current_sm_count(&sms);
+  if (err != cudaSuccess)
+    return (int)err;
+  size_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks > (size_t)sms * kBlocksPerSm)
+    blocks = (size_t)sms * kBlocksPerSm;
+  void *args[] = {&dst, &src, &n};
+  return (int)cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(kThreads), args,
+                               0, static_cast<cudaStream_t>(cuda_stream));
 }
 
 int kernel_dev_copy(void *dst, const void *src, size_t bytes,

@@ -60,6 +60,13 @@ int kernel_dev_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst,
 int kernel_dev_div(sharc_dtype_t dtype, void *buf, size_t n, int divisor,
                    void *cuda_stream);
 
+/* dst[i] = src[i] converted from src_type to dst_type for i in [0, n)
+ * elements, queued on cuda_stream, rounding exactly as sharc_convert
+ * (f32, f16 and bf16, any to any; the same type copies). dst and src must
+ * not overlap. */
+int kernel_dev_convert(void *dst, sharc_dtype_t dst_type, const void *src,
+                       sharc_dtype_t src_type, size_t n, void *cuda_stream);
+
 /* Copies `bytes` bytes from src to dst with cudaMemcpyAsync (direction
  * cudaMemcpyDefault): a copy engine moves the data and no SM is used.
  * Regions must not overlap; dst == src and bytes == 0 queue nothing. Host

@@ -2,7 +2,8 @@
  * cnn.c - the reference CNN as a sharc_model_t (see cnn.h): its units and
  * stages, buffer sizes, the f32 stage callbacks and the f64 reference
  * pass. The layer math lives once in cnn_impl.h, instantiated here for
- * float and for double.
+ * float and for double; the CUDA twin (cnn_cuda_model) is cnn_cuda.cu,
+ * sharing cnn_defs.h's shapes and dropout hash.
  *
  * What each stage keeps for its backward (n samples):
  *   stage 0 conv1  out a1 (n,32,26,26) f32; saved nothing (the ReLU mask is
@@ -19,30 +20,15 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Shapes (elements). */
-#define IMG_HW 28
-#define IMG_PIX (IMG_HW * IMG_HW)
-#define C1 32
-#define H1 26
-#define P1 (H1 * H1)
-#define A1_NUMEL (C1 * P1)
-#define C2 64
-#define H2 24
-#define P2 (H2 * H2)
-#define HP 12
-#define FLAT (C2 * HP * HP)
-#define F1 128
-#define NCLS CNN_CLASSES
+#include "cnn_defs.h"
 
-/* Dropout probabilities and the matching thresholds on a 64-bit hash:
- * an element is dropped when its hash < p * 2^64 (exact for these p). */
-#define DROP1_P 0.25
-#define DROP1_THR (UINT64_C(1) << 62)
-#define DROP2_P 0.5
-#define DROP2_THR (UINT64_C(1) << 63)
+_Static_assert(NCLS == CNN_CLASSES && NSTAGES == CNN_STAGES,
+               "cnn_defs.h's shapes are cnn.h's");
 
 struct cnn {
   uint64_t seed;
@@ -50,36 +36,9 @@ struct cnn {
   sharc_unit_spec_t units[CNN_UNITS];
   sharc_stage_spec_t stages[CNN_STAGES];
   sharc_model_t model;
+  pthread_mutex_t lock;      /* guards the creation of cuda */
+  const sharc_model_t *cuda; /* cnn_cuda_model's twin, made on first use */
 };
-
-/* The dropout stream of one micro-batch. */
-typedef struct {
-  uint64_t seed, step, first; /* first: global index of sample 0 */
-  int on;                     /* model built with dropout and training */
-} drop_t;
-
-/* A bijective 64-bit mixer (xor-shift / multiply rounds). */
-static uint64_t mix64(uint64_t z) {
-  z ^= z >> 32;
-  z *= 0xd6e8feb86659fd93ull;
-  z ^= z >> 32;
-  z *= 0xd6e8feb86659fd93ull;
-  z ^= z >> 32;
-  return z;
-}
-
-/* Key of one (stage, global sample) of the batch's step. */
-static uint64_t drop_key(const drop_t *d, int stage, uint64_t sample) {
-  uint64_t k = mix64(d->seed ^ 0x5bd1e9955bd1e995ull);
-  k = mix64(k ^ d->step);
-  k = mix64(k ^ sample);
-  return mix64(k ^ (uint64_t)(unsigned)stage);
-}
-
-/* 1 when element e survives (drop probability thr / 2^64). */
-static int drop_keep(uint64_t key, uint64_t e, uint64_t thr) {
-  return mix64(key + (e + 1) * 0x9e3779b97f4a7c15ull) >= thr;
-}
 
 #define REAL float
 #define SFX _f32
@@ -259,14 +218,47 @@ int cnn_create(cnn_t **out, uint64_t seed, int dropout) {
                              .saved_bytes = cnn_saved_bytes,
                              .scratch_bytes = cnn_scratch_bytes,
                              .forward = cnn_forward,
-                             .backward = cnn_backward};
+                             .backward = cnn_backward,
+                             .device = SHARC_DEVICE_HOST};
+  if (pthread_mutex_init(&c->lock, NULL) != 0) {
+    free(c);
+    return -1;
+  }
   *out = c;
   return 0;
 }
 
 const sharc_model_t *cnn_model(const cnn_t *c) { return &c->model; }
 
-void cnn_destroy(cnn_t *c) { free(c); }
+const sharc_model_t *cnn_cuda_model(cnn_t *c, char *why, size_t whylen) {
+  if (why && whylen)
+    why[0] = 0;
+#ifdef SHARC_MODELS_CUDA
+  pthread_mutex_lock(&c->lock);
+  if (!c->cuda)
+    c->cuda = cnn_cuda_open(&c->model, c->seed, c->dropout, why, whylen);
+  const sharc_model_t *m = c->cuda;
+  pthread_mutex_unlock(&c->lock);
+  return m;
+#else
+  if (why && whylen)
+    snprintf(why, whylen,
+             "cnn: this build has no CUDA model (sharc_models was built "
+             "without CUDA and cuBLAS; configure with nvcc on PATH or "
+             "-DSHARC_SOFTCUDA=ON)");
+  return NULL;
+#endif
+}
+
+void cnn_destroy(cnn_t *c) {
+  if (!c)
+    return;
+#ifdef SHARC_MODELS_CUDA
+  cnn_cuda_close(c->cuda);
+#endif
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
 
 /* ---- f64 reference ----------------------------------------------------------
  */

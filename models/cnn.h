@@ -21,6 +21,7 @@
  *
  * The callbacks use OpenBLAS CBLAS on the calling thread and keep no state
  * between calls: one model may serve several engines at once.
+ * cnn_cuda_model gives the same network for GPU training.
  */
 #ifndef SHARC_MODELS_CNN_H
 #define SHARC_MODELS_CNN_H
@@ -42,9 +43,34 @@ typedef struct cnn cnn_t;
  * memory (*out = NULL). */
 int cnn_create(cnn_t **out, uint64_t seed, int dropout);
 
-/* The model description; it lives as long as c. */
+/* The model description (SHARC_DEVICE_HOST); it lives as long as c. */
 const sharc_model_t *cnn_model(const cnn_t *c);
 
+/* The same network as a SHARC_DEVICE_CUDA model (models/cnn_cuda.cu):
+ * the same name, units, parameter specs, stages and kinds as cnn_model(c),
+ * so checkpoints interchange between host and GPU training, and the same
+ * dropout masks bit for bit. Its callbacks take device memory except
+ * batch->x and batch->y (host memory, copied with cudaMemcpyAsync on the
+ * call's stream, so they must stay valid until that stream passes the
+ * call), queue their work (cuBLAS GEMMs and small kernels) on
+ * call->cuda_stream and return without synchronizing; the last stage
+ * writes its statistics to device memory. A label outside 0..9 is checked
+ * on the host before anything is queued and fails the call. Results equal
+ * the host model's up to the GEMMs' summation order (cuBLAS's, not
+ * OpenBLAS's); elementwise steps, masks and statistics sums follow the
+ * host code's order. Its saved and scratch sizes differ from the host
+ * model's (whole micro-batches per GEMM).
+ *
+ * Created on the first call, for the CUDA device current then (its cuBLAS
+ * handle belongs to that device), and owned by c: it lives until
+ * cnn_destroy, which synchronizes that device. Thread safe; the model may
+ * serve several engines and threads at once. Returns NULL and a one-line
+ * reason in why (whylen bytes, may be 0) when the build has no CUDA or
+ * cuBLAS, no CUDA device is usable, or cublasCreate fails; a later call
+ * tries again. */
+const sharc_model_t *cnn_cuda_model(cnn_t *c, char *why, size_t whylen);
+
+/* Frees c and its CUDA model, if one was made (NULL: nothing). */
 void cnn_destroy(cnn_t *c);
 
 /* The same forward and backward in double precision, from the same layer

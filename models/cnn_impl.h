@@ -5,7 +5,7 @@
  * gradient check). Define REAL, SFX (the name suffix) and GEMM before
  * including; they are undefined at the end. No include guard: it is meant
  * to be included more than once. The shape constants, drop_t and the
- * dropout hash come from cnn.c.
+ * dropout hash come from cnn_defs.h (shared with cnn_cuda.cu).
  *
  * Per sample, row-major NCHW:
  *   x  (1,28,28) f32 -conv1,ReLU-> a1 (32,26,26)

@@ -2,17 +2,23 @@
  * gpt.c - the GPT-style decoder as a sharc_model_t (see gpt.h): the model
  * description (units, stages, initialisation), the buffer layouts of each
  * stage, the f32 callbacks and the f64 reference, both instantiated from
- * the one REAL-generic body in gpt_impl.h.
+ * the one REAL-generic body in gpt_impl.h. The CUDA twin is gpt_cuda.cu;
+ * this file creates it on demand (gpt_cuda_model).
  */
 #include "gpt.h"
 
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tgmath.h>
+
+#ifdef SHARC_MODELS_CUDA
+#include "gpt_cuda.h"
+#endif
 
 struct gpt {
   gpt_config_t cfg;
@@ -22,6 +28,8 @@ struct gpt {
   char (*names)[24]; /* [unit] */
   size_t numel;
   sharc_model_t model;
+  pthread_mutex_t cuda_lock; /* guards the lazy creation of cuda */
+  const sharc_model_t *cuda; /* gpt_cuda_model's, or NULL */
 };
 
 /* A stage call as the generic body sees it: tensors are REAL (float for
@@ -370,6 +378,7 @@ int gpt_create(gpt_t **out, const gpt_config_t *cfg, char *err, size_t errlen) {
   gpt_t *g = calloc(1, sizeof *g);
   if (!g)
     goto oom;
+  pthread_mutex_init(&g->cuda_lock, NULL);
   g->cfg = *cfg;
   g->nunits = cfg->layers + 1;
   g->nstages = cfg->layers + 2;
@@ -404,9 +413,40 @@ const gpt_config_t *gpt_config(const gpt_t *g) { return &g->cfg; }
 
 size_t gpt_num_params(const gpt_t *g) { return g->numel; }
 
+const sharc_model_t *gpt_cuda_model(gpt_t *g, char *why, size_t whylen) {
+  char scratch[8];
+  if (!why || whylen == 0)
+    why = scratch, whylen = sizeof scratch;
+  why[0] = '\0';
+  if (!g) {
+    snprintf(why, whylen, "gpt: gpt_cuda_model needs a model");
+    return NULL;
+  }
+#ifdef SHARC_MODELS_CUDA
+  pthread_mutex_lock(&g->cuda_lock);
+  if (!g->cuda) {
+    gpt_cuda_shape_t shape = {g->cfg.vocab, g->cfg.ctx, g->cfg.layers,
+                              g->cfg.heads, g->cfg.channels};
+    g->cuda = gpt_cuda_create(&g->model, &shape, why, whylen);
+  }
+  const sharc_model_t *m = g->cuda;
+  pthread_mutex_unlock(&g->cuda_lock);
+  return m;
+#else
+  snprintf(why, whylen,
+           "gpt: this build has no CUDA models (configure with the CUDA "
+           "toolkit and cuBLAS, or -DSHARC_SOFTCUDA=ON)");
+  return NULL;
+#endif
+}
+
 void gpt_destroy(gpt_t *g) {
   if (!g)
     return;
+#ifdef SHARC_MODELS_CUDA
+  gpt_cuda_destroy(g->cuda);
+#endif
+  pthread_mutex_destroy(&g->cuda_lock);
   free(g->names);
   free(g->stages);
   free(g->units);
@@ -419,16 +459,20 @@ void gpt_destroy(gpt_t *g) {
 /* Runs every stage forward, then backward when grads is not NULL, in
  * double: the same chain as the engine (and drive.c) run over the f32
  * callbacks. */
-int gpt_loss_grad_f64(const gpt_t *g, const double *const *params,
-                      double *const *grads, const int32_t *x, const int32_t *y,
-                      int n, int global_n, double *loss) {
+int gpt_trace_f64(const gpt_t *g, const double *const *params,
+                  double *const *grads, const int32_t *x, const int32_t *y,
+                  int n, int global_n, double *const *outs, double *const *dins,
+                  double *loss) {
   if (!g || !params || !x || !y || !loss || n < 0 || global_n < 1 ||
-      too_many(g, n))
+      too_many(g, n) || (dins && !grads))
     return -1;
-  *loss = 0;
-  if (n == 0)
-    return 0;
   int ns = g->nstages, rc = -1;
+  *loss = 0;
+  if (n == 0) {
+    if (outs)
+      memset(outs[ns - 1], 0, SHARC_STAGE_STATS * sizeof(double));
+    return 0;
+  }
   size_t act = stage_elems(g, 0, n, SZ_OUT), nscratch = 0;
   double **out = calloc((size_t)ns, sizeof *out);
   double **saved = calloc((size_t)ns, sizeof *saved);
@@ -475,6 +519,11 @@ int gpt_loss_grad_f64(const gpt_t *g, const double *const *params,
                    .scratch = scratch};
       if ((pass ? stage_backward_f64(g, &c) : stage_forward_f64(g, &c)) != 0)
         goto done;
+      if (!pass && outs)
+        memcpy(outs[s], out[s],
+               s == ns - 1 ? sizeof stats : act * sizeof(double));
+      if (pass && dins && s)
+        memcpy(dins[s], dnext, act * sizeof(double));
       if (pass) { /* this stage's din is the next one's dout */
         double *t = dcur;
         dcur = dnext;
@@ -495,4 +544,10 @@ done:
   free(dcur);
   free(dnext);
   return rc;
+}
+
+int gpt_loss_grad_f64(const gpt_t *g, const double *const *params,
+                      double *const *grads, const int32_t *x, const int32_t *y,
+                      int n, int global_n, double *loss) {
+  return gpt_trace_f64(g, params, grads, x, y, n, global_n, NULL, NULL, loss);
 }

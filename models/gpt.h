@@ -2,7 +2,8 @@
  * gpt.h - a GPT-style decoder (GPT-2 shapes: learned positions, pre-norm
  * blocks with causal multi-head self-attention and a GELU MLP, a final
  * LayerNorm and an output head tied to the token embedding) as a
- * sharc_model_t for the FSDP engine, on the host with CBLAS.
+ * sharc_model_t for the FSDP engine, on the host with CBLAS, and its
+ * twin on a CUDA device (gpt_cuda_model).
  *
  * Units: unit 0 "embed" = {wte (V,C), wpe (T,C), lnf.weight (C),
  * lnf.bias (C)}; unit 1+l "block<l>" for l in [0, L) = {ln1.weight,
@@ -30,6 +31,10 @@
 #include <stdint.h>
 
 #include "sharc_shard.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
   int vocab;    /* V: token values are [0, V); 256 for byte tokens */
@@ -69,6 +74,36 @@ const gpt_config_t *gpt_config(const gpt_t *g);
 /* Parameters of all units together (elements). */
 size_t gpt_num_params(const gpt_t *g);
 
+/* The same network as a SHARC_DEVICE_CUDA model (gpt_cuda.cu): the same
+ * name, units, stages, kinds and parameter specs as gpt_model(g), so
+ * checkpoints interchange between host and device runs; its own buffer
+ * sizes (saved and scratch differ from the host model's). The GEMMs are
+ * cuBLAS, the rest deterministic kernels (no atomics) with the host's
+ * arithmetic; results differ from gpt_model's only by the GEMMs'
+ * summation order and the device's expf and logf.
+ *
+ * Every buffer its callbacks get is device memory except batch->x and
+ * batch->y (host int32 tokens and targets, so stage 0's in), which are
+ * checked on the host (a value outside [0, V) fails the call) and copied
+ * on call->cuda_stream: on softcuda, where that copy is asynchronous, they
+ * must stay valid until the stream passes it. The last stage's out is its
+ * SHARC_STAGE_STATS doubles in device memory. Callbacks queue everything
+ * on (cudaStream_t)call->cuda_stream and return without synchronizing;
+ * they may run from several threads at once (one cuBLAS handle, under a
+ * mutex), each thread's current device being the one current at creation
+ * (otherwise the call fails).
+ *
+ * Created on the first call, on the calling thread's current device, and
+ * owned by g until gpt_destroy; thread safe (a mutex in g guards the
+ * creation: later calls return the same model). Returns NULL with a
+ * one-line reason in why (which may be NULL) when the build has no CUDA
+ * models (SHARC_MODELS_CUDA: CUDA and cuBLAS, or softcuda), no device is
+ * usable, or cuBLAS fails to start; a later call tries again. */
+const sharc_model_t *gpt_cuda_model(gpt_t *g, char *why, size_t whylen);
+
+/* Frees g and its CUDA model, if one was created (destroying its cuBLAS
+ * handle waits for the device): no callback may still run, and no work
+ * queued by one may still be pending. NULL: nothing. */
 void gpt_destroy(gpt_t *g);
 
 /* The f64 reference of the whole model, for gradient checks: the same
@@ -81,5 +116,20 @@ void gpt_destroy(gpt_t *g);
 int gpt_loss_grad_f64(const gpt_t *g, const double *const *params,
                       double *const *grads, const int32_t *x, const int32_t *y,
                       int n, int global_n, double *loss);
+
+/* gpt_loss_grad_f64 that also keeps what each stage passes on, for checks
+ * of single stages: when outs is not NULL, outs[s] gets stage s's output
+ * ((n,T,C) elements; for the last stage its SHARC_STAGE_STATS statistics);
+ * when dins is not NULL (grads must not be NULL then), dins[s] for s >= 1
+ * gets the gradient of stage s's input ((n,T,C); dins[0] is not used).
+ * Same returns. */
+int gpt_trace_f64(const gpt_t *g, const double *const *params,
+                  double *const *grads, const int32_t *x, const int32_t *y,
+                  int n, int global_n, double *const *outs, double *const *dins,
+                  double *loss);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* SHARC_MODELS_GPT_H */

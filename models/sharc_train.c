@@ -23,6 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef SHARC_MODELS_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "cnn.h"
 #include "gpt.h"
 #include "mlp.h"
@@ -69,7 +73,12 @@ static void usage(FILE *f) {
       "  --mp bf16|f16|off       parameters gathered and computed in low "
       "precision\n"
       "  --prefetch P            gathered units alive at once (default 2)\n"
-      "  --offload               slices and optimizer state in host memory\n"
+      "  --device host|cuda      where to train (default host); cuda: local "
+      "rank r on\n"
+      "                          GPU r mod (GPUs of the host), cnn and gpt\n"
+      "  --offload               cuda: slices and optimizer state in pinned "
+      "host\n"
+      "                          memory, the optimizer step on the host\n"
       "  --checkpoint-activations  recompute each stage's saved tensors in "
       "backward\n"
       "  --dropout 0|1           cnn dropout (default 1)\n"
@@ -208,6 +217,16 @@ static int parse(int argc, char **argv, opts_t *o) {
         o->cfg.param_dtype = SHARC_F32;
       else
         return die("--mp '%s': use bf16, f16 or off", v ? v : ""), -1;
+      i++;
+      continue;
+    }
+    if (strcmp(a, "--device") == 0) {
+      if (v && strcmp(v, "host") == 0)
+        o->cfg.device = SHARC_DEVICE_HOST;
+      else if (v && strcmp(v, "cuda") == 0)
+        o->cfg.device = SHARC_DEVICE_CUDA;
+      else
+        return die("--device '%s': use host or cuda", v ? v : ""), -1;
       i++;
       continue;
     }
@@ -374,9 +393,9 @@ static void json_mem(FILE *f, const char *key, const sharc_mem_bytes_t *m) {
   fprintf(f,
           "\"%s\":{\"param_slices\":%zu,\"grad_slices\":%zu,\"optim\":%zu,"
           "\"gathered\":%zu,\"unsharded_grads\":%zu,\"activations\":%zu,"
-          "\"total\":%zu}",
+          "\"total\":%zu,\"device\":%zu}",
           key, m->param_slices, m->grad_slices, m->optim, m->gathered,
-          m->unsharded_grads, m->activations, m->total);
+          m->unsharded_grads, m->activations, m->total, m->device);
 }
 
 static int check(sharc_status_t st, sharc_shard_t e, const char *what,
@@ -461,10 +480,35 @@ static int dump_params(const char *path, sharc_shard_t e,
   return rc;
 }
 
+/* --device cuda: local rank r trains on GPU r mod (the host's GPUs). */
+static int pick_gpu(sharc_comm_t comm) {
+#ifdef SHARC_MODELS_CUDA
+  int n = 0, r = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess || n < 1)
+    return die("--device cuda: no usable CUDA device (%s)",
+               err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+  sharc_comm_local_rank(comm, &r);
+  err = cudaSetDevice(r % n);
+  if (err != cudaSuccess)
+    return die("--device cuda: cudaSetDevice(%d): %s", r % n,
+               cudaGetErrorString(err));
+  return 0;
+#else
+  (void)comm;
+  return die("--device cuda: this build has no GPU models (CMake found no "
+             "nvcc or no cuBLAS); rebuild with the CUDA toolkit installed");
+#endif
+}
+
 int main(int argc, char **argv) {
   opts_t o;
   if (parse(argc, argv, &o) != 0)
     return 2;
+  if (o.cfg.offload && o.cfg.device != SHARC_DEVICE_CUDA)
+    return die("--offload moves GPU training's slices and optimizer state "
+               "to host memory; host training keeps them there already: add "
+               "--device cuda or drop --offload");
   sharc_comm_t comm;
   sharc_status_t st = sharc_comm_init_env(&comm);
   if (st != SHARC_OK) {
@@ -485,18 +529,25 @@ int main(int argc, char **argv) {
     int th = (int)(cores / (local > 0 ? local : 1));
     openblas_set_num_threads(th > 0 ? th : 1);
   }
+  int cuda = o.cfg.device == SHARC_DEVICE_CUDA;
+  int rc = cuda ? pick_gpu(comm) : 0;
   data_t d;
   cnn_t *cnn = NULL;
   gpt_t *gpt = NULL;
   mlp_t *mlp = NULL;
   const sharc_model_t *model = NULL;
   char err[512];
-  int rc = data_open(&o, &d, rank) ? 2 : 0;
+  if (rc == 0)
+    rc = data_open(&o, &d, rank) ? 2 : 0;
+  if (rc == 0 && cuda && !strcmp(o.model, "mlp"))
+    rc = die("--device cuda: the mlp has no GPU version; use --model cnn or "
+             "gpt");
   if (rc == 0 && !strcmp(o.model, "cnn")) {
     if (cnn_create(&cnn, o.cfg.seed, o.dropout) != 0)
       rc = die("cannot create the cnn");
-    else
-      model = cnn_model(cnn);
+    else if (!(model = cuda ? cnn_cuda_model(cnn, err, sizeof err)
+                            : cnn_model(cnn)))
+      rc = die("--device cuda: %s", err);
   } else if (rc == 0 && !strcmp(o.model, "mlp")) {
     static const int dims[] = {784, 256, 128, 10};
     if (mlp_create(&mlp, dims, 3, err, sizeof err) != 0)
@@ -512,8 +563,10 @@ int main(int argc, char **argv) {
     else if (text_holdout(&d.text, o.holdout, gc.ctx, err, sizeof err) != 0 ||
              text_check(&d.text, gc.ctx, err, sizeof err) != 0)
       rc = die("%s", err);
+    else if (!(model = cuda ? gpt_cuda_model(gpt, err, sizeof err)
+                            : gpt_model(gpt)))
+      rc = die("--device cuda: %s", err);
     else {
-      model = gpt_model(gpt);
       d.T = gc.ctx;
       if (rank == 0 && gc.vocab > 256)
         printf("gpt: %s shapes (V %d, T %d, L %d, H %d, C %d) on byte tokens: "
@@ -536,9 +589,11 @@ int main(int argc, char **argv) {
     sharc_comm_destroy(comm);
     return rc ? rc : 1;
   }
-  if (o.cfg.offload && rank == 0)
-    printf("# --offload: training runs on the host, where the slices and "
-           "optimizer state already live; nothing moves\n");
+  if (cuda && rank == 0)
+    printf("# --device cuda: %s on the GPU%s\n", model->name,
+           o.cfg.offload ? "; slices and optimizer state offloaded to pinned "
+                           "host memory, the optimizer step on the host"
+                         : "");
   sharc_shard_t e = NULL;
   if (check(sharc_shard_create(comm, model, &o.cfg, &e), e, "engine", rank)) {
     sharc_comm_destroy(comm);
@@ -609,12 +664,15 @@ int main(int argc, char **argv) {
         top = peaks[r] > top ? peaks[r] : top;
       printf("step %6ld  loss %.6f  norm %.4f  time %7.1f ms  %s/s %9.0f  "
              "comm %.1f ms (exposed %.1f)  peak %.2f MiB (max over ranks "
-             "%.2f; sharded state %.2f)\n",
+             "%.2f; sharded state %.2f%s)\n",
              step, s.loss, s.grad_norm, s.t_step * 1e3,
              d.is_gpt ? "tokens" : "samples", d.is_gpt ? sps * d.T : sps,
              s.t_comm * 1e3, s.t_exposed * 1e3, mib(s.peak.total),
              mib((size_t)top),
-             mib(s.now.param_slices + s.now.grad_slices + s.now.optim));
+             mib(s.now.param_slices + s.now.grad_slices + s.now.optim),
+             !cuda          ? ""
+             : s.now.device ? ", on the GPU"
+                            : ", in host memory");
       fflush(stdout);
     }
     if (log) {

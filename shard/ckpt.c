@@ -221,16 +221,32 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
                     path, strerror(errno));
   }
   uint64_t h = CKPT_FNV0;
+  float *hslice = NULL; /* GPU training: a slice copied to the host */
+  if (eng_at(e, MEM_PSLICE) == AT_DEV) {
+    size_t most = 1;
+    for (int u = 0; u < e->model->nunits; u++)
+      if (e->units[u].lay.slice > most)
+        most = e->units[u].lay.slice;
+    if (!(hslice = malloc(most * sizeof(float))) && st == SHARC_OK)
+      st = eng_fail(e, SHARC_ERR_NO_MEM, "checkpoint: out of memory");
+  }
   for (int u = 0; u < e->model->nunits; u++) {
     eunit_t *U = &e->units[u];
     for (int s = 0; s < nstates(e); s++) {
       const float *src = state_ptr(U, s);
       size_t n = U->lay.slice;
+      if (hslice) {
+        sharc_status_t s2 = eng_copy(e, hslice, src, n * sizeof(float));
+        if (s2 != SHARC_OK && st == SHARC_OK)
+          st = s2;
+        src = hslice;
+      }
       if (full) { /* every rank takes part in the gather */
         sharc_status_t s2 = eng_gather_f32(e, u, src, buf);
         if (s2 != SHARC_OK) { /* the communicator is gone: stop here */
           if (fd >= 0)
             close(fd);
+          free(hslice);
           return s2;
         }
         src = buf;
@@ -246,6 +262,7 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
       }
     }
   }
+  free(hslice);
   if (fd >= 0) {
     if (st == SHARC_OK && fsync(fd) != 0)
       st = eng_fail(e, SHARC_ERR_SYSTEM, "checkpoint: fsync %s: %s", path,
@@ -672,10 +689,15 @@ sharc_status_t sharc_shard_load(sharc_shard_t e, const char *dir) {
       for (int s = 0; s < nstates(e); s++) {
         float *dst = state_ptr(&e->units[u], s);
         size_t bytes = e->units[u].lay.slice * sizeof(float);
+        sharc_status_t s3 = SHARC_OK;
         if (s < states)
-          memcpy(dst, tmp[u * 3 + s], bytes);
-        else /* another optimizer's state: start it afresh */
+          s3 = eng_copy(e, dst, tmp[u * 3 + s], bytes);
+        else if (eng_at(e, MEM_OPTIM) == AT_DEV) /* another optimizer's */
+          s3 = dev_zero(&e->dv, dst, bytes);     /* state: start it afresh */
+        else
           memset(dst, 0, bytes);
+        if (s3 != SHARC_OK && st == SHARC_OK)
+          st = s3;
       }
     e->steps = m.steps;
     e->opt_steps = states == m.states ? m.optim_steps : 0;

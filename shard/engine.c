@@ -91,9 +91,18 @@ sharc_status_t eng_coll_begin(struct sharc_shard *e, const char *name, int u) {
 
 static size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
+int eng_at(const struct sharc_shard *e, int cat) {
+  if (!e->dev)
+    return AT_HOST;
+  int state = cat == MEM_PSLICE || cat == MEM_GSLICE || cat == MEM_OPTIM;
+  return state && e->cfg.offload ? AT_PINNED : AT_DEV;
+}
+
 void *eng_alloc(struct sharc_shard *e, int cat, size_t bytes) {
   size_t r = round64(bytes ? bytes : 1);
-  void *p = aligned_alloc(64, r);
+  int at = eng_at(e, cat);
+  void *p =
+      at == AT_HOST ? aligned_alloc(64, r) : dev_alloc(at == AT_PINNED, r);
   if (!p)
     return NULL;
   e->mem_now[cat] += r;
@@ -107,8 +116,12 @@ void *eng_alloc(struct sharc_shard *e, int cat, size_t bytes) {
 
 void *eng_calloc(struct sharc_shard *e, int cat, size_t bytes) {
   void *p = eng_alloc(e, cat, bytes);
-  if (p)
+  if (p && eng_at(e, cat) != AT_DEV)
     memset(p, 0, round64(bytes ? bytes : 1));
+  else if (p && dev_zero(&e->dv, p, round64(bytes ? bytes : 1)) != SHARC_OK) {
+    eng_free(e, cat, p, bytes);
+    return NULL;
+  }
   return p;
 }
 
@@ -118,7 +131,19 @@ void eng_free(struct sharc_shard *e, int cat, void *p, size_t bytes) {
   size_t r = round64(bytes ? bytes : 1);
   e->mem_now[cat] -= r;
   e->total_now -= r;
-  free(p);
+  int at = eng_at(e, cat);
+  if (at == AT_HOST)
+    free(p);
+  else
+    dev_free(&e->dv, at == AT_PINNED, p);
+}
+
+sharc_status_t eng_copy(struct sharc_shard *e, void *dst, const void *src,
+                        size_t bytes) {
+  if (e->dev)
+    return dev_copy(&e->dv, dst, src, bytes);
+  memcpy(dst, src, bytes);
+  return SHARC_OK;
 }
 
 void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
@@ -130,7 +155,10 @@ void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
   out->unsharded_grads = cats[MEM_UGRAD];
   out->activations = cats[MEM_ACT];
   out->total = total;
-  (void)e;
+  out->device = 0;
+  for (int c = 0; c < MEM_NCAT; c++)
+    if (eng_at(e, c) == AT_DEV)
+      out->device += cats[c];
 }
 
 /* ---- gather, wait, discard ------------------------------------------------
@@ -162,9 +190,14 @@ sharc_status_t eng_gather(struct sharc_shard *e, int u) {
                     u, e->model->units[u].name, pad);
   const void *src = U->master;
   if (e->cfg.param_dtype != SHARC_F32) {
-    /* the low-precision copy of the master slice peers gather */
-    sharc_status_t cst = sharc_convert(U->send_lp, e->cfg.param_dtype,
-                                       U->master, SHARC_F32, U->lay.slice);
+    /* the low-precision copy of the master slice peers gather (GPU
+     * training: queued on comm, before the all-gather) */
+    sharc_status_t cst =
+        eng_at(e, MEM_PSLICE) == AT_DEV
+            ? sharc_convert_cuda(U->send_lp, e->cfg.param_dtype, U->master,
+                                 SHARC_F32, U->lay.slice, e->dv.comm)
+            : sharc_convert(U->send_lp, e->cfg.param_dtype, U->master,
+                            SHARC_F32, U->lay.slice);
     if (cst != SHARC_OK)
       return eng_fail(e, cst, "shard: unit %d: %s parameters: %s", u,
                       sharc_dtype_name(e->cfg.param_dtype),
@@ -178,7 +211,8 @@ sharc_status_t eng_gather(struct sharc_shard *e, int u) {
   if (st == SHARC_OK)
     st = trace_coll_end(&e->tr);
   if (st == SHARC_OK)
-    st = sharc_event_record(U->gather_ev, e->stream);
+    st = e->dev ? dev_record(&e->dv, U->gather_cev)
+                : sharc_event_record(U->gather_ev, e->stream);
   if (st != SHARC_OK) {
     /* the all-gather may be queued already: nothing may free its buffers
      * while it could still run */
@@ -201,7 +235,9 @@ sharc_status_t eng_ready(struct sharc_shard *e, int u) {
       return st;
   }
   double t0 = eng_now();
-  sharc_status_t st = sharc_event_synchronize(U->gather_ev);
+  /* GPU training: compute waits for the gather, the host does not */
+  sharc_status_t st = e->dev ? dev_wait(&e->dv, U->gather_cev, 0)
+                             : sharc_event_synchronize(U->gather_ev);
   double t1 = eng_now();
   e->t_exposed += t1 - t0;
   trace_span(&e->tr, "wait all_gather", u, t0, t1, e->steps);
@@ -215,8 +251,10 @@ sharc_status_t eng_ready(struct sharc_shard *e, int u) {
     if (!U->compute)
       return eng_fail(e, SHARC_ERR_NO_MEM,
                       "shard: out of memory for unit %d's f32 copy", u);
-    st = sharc_convert(U->compute, SHARC_F32, U->gathered, e->cfg.param_dtype,
-                       pad);
+    st = e->dev ? sharc_convert_cuda(U->compute, SHARC_F32, U->gathered,
+                                     e->cfg.param_dtype, pad, e->dv.compute)
+                : sharc_convert(U->compute, SHARC_F32, U->gathered,
+                                e->cfg.param_dtype, pad);
     if (st != SHARC_OK)
       return eng_fail(e, st, "shard: unit %d: %s parameters to f32: %s", u,
                       sharc_dtype_name(e->cfg.param_dtype),
@@ -233,7 +271,9 @@ sharc_status_t eng_ready(struct sharc_shard *e, int u) {
 void eng_discard(struct sharc_shard *e, int u) {
   eunit_t *U = &e->units[u];
   size_t pad = U->lay.padded;
-  if (U->state == G_ISSUED) /* never discard what a collective still writes */
+  if (U->state == G_ISSUED && e->dev) /* never discard what a collective */
+    (void)dev_wait(&e->dv, U->gather_cev, 1); /* still writes */
+  else if (U->state == G_ISSUED)
     (void)sharc_event_synchronize(U->gather_ev);
   if (e->cfg.param_dtype != SHARC_F32) /* compute is a copy of its own */
     eng_free(e, MEM_GATHERED, U->compute, pad * sizeof(float));
@@ -263,7 +303,9 @@ sharc_status_t eng_ugrad(struct sharc_shard *e, int u) {
 
 sharc_status_t eng_reduce(struct sharc_shard *e, int u) {
   eunit_t *U = &e->units[u];
-  sharc_status_t st = eng_coll_begin(e, "reduce_scatter", u);
+  sharc_status_t st = e->dev ? dev_grads_ready(&e->dv) : SHARC_OK;
+  if (st == SHARC_OK)
+    st = eng_coll_begin(e, "reduce_scatter", u);
   if (st == SHARC_OK)
     st = sharc_reduce_scatter(U->ugrad, U->grad_slice, U->lay.slice, SHARC_F32,
                               SHARC_SUM, e->shard_comm, e->stream);
@@ -278,7 +320,8 @@ sharc_status_t eng_reduce(struct sharc_shard *e, int u) {
       st = trace_coll_end(&e->tr);
   }
   if (st == SHARC_OK)
-    st = sharc_event_record(U->reduce_ev, e->stream);
+    st = e->dev ? dev_record(&e->dv, U->reduce_cev)
+                : sharc_event_record(U->reduce_ev, e->stream);
   if (st != SHARC_OK)
     return eng_coll_fail(e, st, "gradient reduction", u);
   U->reducing = 1;
@@ -293,7 +336,9 @@ sharc_status_t eng_reap(struct sharc_shard *e, int wait) {
       continue;
     int done = 0;
     sharc_status_t st;
-    if (wait)
+    if (e->dev)
+      st = dev_query(&e->dv, U->reduce_cev, wait, &done);
+    else if (wait)
       st = sharc_event_synchronize(U->reduce_ev), done = 1;
     else
       st = sharc_event_query(U->reduce_ev, &done);
@@ -408,6 +453,39 @@ static sharc_status_t validate(const sharc_model_t *m,
              c->clip_norm);
     return SHARC_ERR_INVALID_ARG;
   }
+  if (c->device != SHARC_DEVICE_HOST && c->device != SHARC_DEVICE_CUDA) {
+    snprintf(err, n,
+             "sharc_shard_create: device %d; use SHARC_DEVICE_HOST "
+             "or SHARC_DEVICE_CUDA",
+             (int)c->device);
+    return SHARC_ERR_INVALID_ARG;
+  }
+  if (m->device != c->device) {
+    snprintf(err, n,
+             "sharc_shard_create: model '%s' computes on the %s but the "
+             "engine was configured for the %s; pass the model's %s version "
+             "(cnn_cuda_model, gpt_cuda_model) or set cfg.device to match",
+             m->name, m->device == SHARC_DEVICE_CUDA ? "GPU" : "host",
+             c->device == SHARC_DEVICE_CUDA ? "GPU" : "host",
+             c->device == SHARC_DEVICE_CUDA ? "CUDA" : "host");
+    return SHARC_ERR_INVALID_ARG;
+  }
+#ifndef SHARC_HAVE_CUDA
+  if (c->device == SHARC_DEVICE_CUDA) {
+    snprintf(err, n,
+             "sharc_shard_create: GPU training, but this build of sharc has "
+             "no CUDA; rebuild where CMake finds nvcc "
+             "(-DSHARC_WITH_CUDA=ON)");
+    return SHARC_ERR_UNSUPPORTED;
+  }
+#endif
+  if (c->offload && c->device != SHARC_DEVICE_CUDA) {
+    snprintf(err, n,
+             "sharc_shard_create: offload moves GPU training's state to the "
+             "host; host training keeps it there already: set device to "
+             "SHARC_DEVICE_CUDA or drop offload");
+    return SHARC_ERR_INVALID_ARG;
+  }
   if (c->prefetch < 0 || c->shard_group < 0) {
     snprintf(err, n,
              "sharc_shard_create: prefetch %d and shard_group %d "
@@ -464,7 +542,11 @@ static sharc_status_t setup_unit(struct sharc_shard *e, int u) {
                     "sharc_shard_create: out of memory for unit %d ('%s', "
                     "slice of %zu elements)",
                     u, spec->name, sl);
-  /* Element g of the flat buffer is element g - off[k] of tensor k. */
+  /* Element g of the flat buffer is element g - off[k] of tensor k; on
+   * the device, computed on the host and copied. */
+  float *init = U->master;
+  if (eng_at(e, MEM_PSLICE) == AT_DEV && !(init = malloc(sl * sizeof *init)))
+    return eng_fail(e, SHARC_ERR_NO_MEM, "sharc_shard_create: out of memory");
   size_t lo = (size_t)e->shard_rank * sl;
   for (size_t i = 0; i < sl; i++) {
     size_t g = lo + i;
@@ -475,7 +557,13 @@ static sharc_status_t setup_unit(struct sharc_shard *e, int u) {
                               g - U->lay.off[k]);
         break;
       }
-    U->master[i] = v;
+    init[i] = v;
+  }
+  if (init != U->master) {
+    sharc_status_t st = eng_copy(e, U->master, init, sl * sizeof *init);
+    free(init);
+    if (st != SHARC_OK)
+      return st;
   }
   U->first_stage = -1;
   for (int s = 0; s < e->model->nstages; s++)
@@ -487,7 +575,7 @@ static sharc_status_t setup_unit(struct sharc_shard *e, int u) {
   if (sharc_event_create(&U->gather_ev) != SHARC_OK ||
       sharc_event_create(&U->reduce_ev) != SHARC_OK)
     return eng_fail(e, SHARC_ERR_NO_MEM, "sharc_shard_create: no events");
-  return SHARC_OK;
+  return e->dev ? dev_events(&e->dv, &U->gather_cev, &U->reduce_cev) : SHARC_OK;
 }
 
 sharc_status_t sharc_shard_create(sharc_comm_t comm, const sharc_model_t *model,
@@ -509,6 +597,7 @@ sharc_status_t sharc_shard_create(sharc_comm_t comm, const sharc_model_t *model,
     if (e->cfg.prefetch == 0)
       e->cfg.prefetch = 2;
     e->psize = sharc_dtype_size(cfg->param_dtype);
+    e->dev = cfg->device == SHARC_DEVICE_CUDA;
     e->lr = cfg->optim.lr;
     e->keep = cfg->strategy == SHARC_SHARD_GRAD_OP ||
               cfg->strategy == SHARC_HYBRID_SHARD_ZERO2 ||
@@ -517,7 +606,11 @@ sharc_status_t sharc_shard_create(sharc_comm_t comm, const sharc_model_t *model,
     sharc_comm_size(comm, &e->world);
     st = setup_comms(e, comm);
   }
-  if (st == SHARC_OK && sharc_stream_create(&e->stream) != SHARC_OK)
+  if (st == SHARC_OK && e->dev) {
+    e->dv.err = e->err;
+    e->dv.errlen = sizeof e->err;
+    st = dev_setup(&e->dv, e->cfg.offload ? 0 : OPTIM_PARTS_BYTES, &e->stream);
+  } else if (st == SHARC_OK && sharc_stream_create(&e->stream) != SHARC_OK)
     st = eng_fail(e, SHARC_ERR_SYSTEM, "sharc_shard_create: no stream: %s",
                   sharc_last_error());
   if (st == SHARC_OK) {
@@ -575,10 +668,13 @@ sharc_status_t sharc_shard_destroy(sharc_shard_t e) {
       sharc_event_destroy(U->gather_ev);
     if (U->reduce_ev)
       sharc_event_destroy(U->reduce_ev);
+    dev_events_free(U->gather_cev, U->reduce_cev);
   }
   trace_close(&e->tr);
   if (e->stream)
     sharc_stream_destroy(e->stream);
+  if (e->dev)
+    dev_teardown(&e->dv);
   sharc_comm_destroy(e->rep_comm);
   sharc_comm_destroy(e->shard_comm);
   free(e->units);
@@ -643,11 +739,20 @@ sharc_status_t sharc_shard_unit_params(sharc_shard_t e, int unit, float *out,
                     "not %zu",
                     unit, U->lay.numel, numel);
   float *full = malloc(U->lay.padded * sizeof(float));
-  if (!full)
-    return eng_fail(e, SHARC_ERR_NO_MEM, "sharc_shard_unit_params: no memory");
-  sharc_status_t st = eng_gather_f32(e, unit, U->master, full);
+  float *slice = eng_at(e, MEM_PSLICE) == AT_DEV
+                     ? malloc((U->lay.slice ? U->lay.slice : 1) * sizeof(float))
+                     : U->master;
+  sharc_status_t st = SHARC_OK;
+  if (!full || !slice)
+    st = eng_fail(e, SHARC_ERR_NO_MEM, "sharc_shard_unit_params: no memory");
+  if (st == SHARC_OK && slice != U->master)
+    st = eng_copy(e, slice, U->master, U->lay.slice * sizeof(float));
+  if (st == SHARC_OK)
+    st = eng_gather_f32(e, unit, slice, full);
   if (st == SHARC_OK)
     memcpy(out, full, numel * sizeof(float));
+  if (slice != U->master)
+    free(slice);
   free(full);
   return st;
 }

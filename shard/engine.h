@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 
+#include "device.h"
 #include "layout.h"
 #include "sharc_shard.h"
 #include "trace.h"
@@ -25,6 +26,10 @@ enum {
 
 enum { G_NONE, G_ISSUED, G_READY }; /* a unit's gathered parameters */
 
+/* Where a memory category lives (eng_at): GPU training keeps everything on
+ * the device except, under offload, the sharded state (pinned host). */
+enum { AT_HOST, AT_PINNED, AT_DEV };
+
 typedef struct {
   layout_t lay;
   float *master;     /* f32 slice: lay.slice elements */
@@ -39,7 +44,9 @@ typedef struct {
   float *ugrad; /* lay.padded f32 gradient accumulator (backward) */
   sharc_event_t reduce_ev;
   int reducing; /* ugrad is being reduced; free when reduce_ev ends */
-  int first_stage, last_stage; /* the stages that use it */
+  void *gather_cev, *reduce_cev; /* GPU training: cudaEvent_t behind the
+                                  * all-gather and the reduction */
+  int first_stage, last_stage;   /* the stages that use it */
   const float *pptr[SHARC_UNIT_MAX_PARAMS];
   float *gptr[SHARC_UNIT_MAX_PARAMS];
 } eunit_t;
@@ -59,6 +66,8 @@ struct sharc_shard {
   int keep;     /* SHARD_GRAD_OP, hybrid ZeRO-2, NO_SHARD: gathered f->b */
   size_t psize; /* bytes of one gathered parameter element */
   sharc_stream_t stream;
+  int dev;     /* cfg.device == SHARC_DEVICE_CUDA */
+  devctx_t dv; /* GPU training: streams, events (device.h) */
   eunit_t *units;
   estage_t *outs;
   uint64_t steps;
@@ -106,6 +115,15 @@ sharc_status_t eng_reap(struct sharc_shard *e, int wait);
 sharc_status_t eng_sync(struct sharc_shard *e);
 sharc_status_t eng_gather_f32(struct sharc_shard *e, int u, const float *slice,
                               float *full);
+
+/* Where memory of category cat lives (AT_*). */
+int eng_at(const struct sharc_shard *e, int cat);
+/* Copies bytes between host and the engine's memory of any kind (blocking:
+ * the compute stream's earlier work is done first). */
+sharc_status_t eng_copy(struct sharc_shard *e, void *dst, const void *src,
+                        size_t bytes);
+
+#define OPTIM_PARTS_BYTES (4096 * sizeof(double)) /* OPTIM_DEV_PARTS */
 
 /* optim.c: clip and step on the local slices; *norm = global norm. */
 sharc_status_t optim_step(struct sharc_shard *e, double *norm);

@@ -6,8 +6,12 @@
  * local sums of squares, in f64).
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "engine.h"
+#ifdef SHARC_HAVE_CUDA
+#include "optim_dev.h"
+#endif
 
 /* Calls fn over the runs of real (not padding) elements of unit u's slice,
  * telling whether each run is exempt from weight decay. */
@@ -37,6 +41,7 @@ static void sumsq_run(struct sharc_shard *e, eunit_t *U, size_t a, size_t b,
 
 typedef struct {
   double lr, scale, bc1, bc2;
+  int err; /* GPU training: the first launch error (a cudaError_t) */
 } step_arg_t;
 
 static void sgd_run(struct sharc_shard *e, eunit_t *U, size_t a, size_t b,
@@ -75,15 +80,80 @@ static void adamw_run(struct sharc_shard *e, eunit_t *U, size_t a, size_t b,
   }
 }
 
+/* The same three on device memory (optim_dev.cu), queued on compute. */
+#ifdef SHARC_HAVE_CUDA
+static void sumsq_dev_run(struct sharc_shard *e, eunit_t *U, size_t a, size_t b,
+                          int no_decay, void *arg) {
+  int *err = arg;
+  if (!*err)
+    *err = optim_dev_sumsq(U->grad_slice + a, b - a, e->dv.partials,
+                           e->dv.compute);
+  (void)no_decay;
+}
+
+static void sgd_dev_run(struct sharc_shard *e, eunit_t *U, size_t a, size_t b,
+                        int no_decay, void *arg) {
+  step_arg_t *p = arg;
+  const sharc_optim_t *o = &e->cfg.optim;
+  if (!p->err)
+    p->err = optim_dev_sgd(
+        U->master + a, U->grad_slice + a, U->opt_a + a, b - a, (float)p->scale,
+        no_decay ? 0.0f : (float)o->weight_decay, (float)o->momentum,
+        (float)p->lr, e->opt_steps == 0, e->dv.compute);
+}
+
+static void adamw_dev_run(struct sharc_shard *e, eunit_t *U, size_t a, size_t b,
+                          int no_decay, void *arg) {
+  step_arg_t *p = arg;
+  const sharc_optim_t *o = &e->cfg.optim;
+  if (!p->err)
+    p->err = optim_dev_adamw(
+        U->master + a, U->grad_slice + a, U->opt_a + a, U->opt_b + a, b - a,
+        (float)p->scale, (float)o->beta1, (float)o->beta2, (float)o->eps,
+        (float)p->lr, no_decay ? 1.0f : (float)(1.0 - p->lr * o->weight_decay),
+        (float)p->bc1, (float)p->bc2, e->dv.compute);
+}
+#endif
+
+/* This rank's sum of squared gradients. */
+static sharc_status_t local_sumsq(struct sharc_shard *e, double *sq) {
+  const sharc_model_t *m = e->model;
+  *sq = 0;
+  if (eng_at(e, MEM_GSLICE) != AT_DEV) {
+    for (int u = 0; u < m->nunits; u++)
+      slice_runs(e, u, sumsq_run, sq);
+    return SHARC_OK;
+  }
+#ifdef SHARC_HAVE_CUDA
+  double part[OPTIM_DEV_PARTS];
+  int err = 0;
+  sharc_status_t st = dev_zero(&e->dv, e->dv.partials, sizeof part);
+  for (int u = 0; st == SHARC_OK && u < m->nunits; u++)
+    slice_runs(e, u, sumsq_dev_run, &err);
+  if (st == SHARC_OK && err)
+    st = eng_fail(e, SHARC_ERR_CUDA,
+                  "shard: the gradient norm's kernel failed to launch "
+                  "(cudaError_t %d)",
+                  err);
+  if (st == SHARC_OK)
+    st = eng_copy(e, part, e->dv.partials, sizeof part);
+  for (int t = 0; st == SHARC_OK && t < OPTIM_DEV_PARTS; t++)
+    *sq += part[t];
+  return st;
+#else
+  return SHARC_ERR_INTERNAL; /* e->dev is never set without CUDA */
+#endif
+}
+
 sharc_status_t optim_step(struct sharc_shard *e, double *norm) {
   const sharc_model_t *m = e->model;
   /* The grad slices are identical across replicas: sum over the shard
    * group only. */
   double sq = 0;
-  for (int u = 0; u < m->nunits; u++)
-    slice_runs(e, u, sumsq_run, &sq);
-  sharc_status_t st =
-      sharc_all_reduce(&sq, &sq, 1, SHARC_F64, SHARC_SUM, e->shard_comm, NULL);
+  sharc_status_t st = local_sumsq(e, &sq);
+  if (st != SHARC_OK)
+    return st;
+  st = sharc_all_reduce(&sq, &sq, 1, SHARC_F64, SHARC_SUM, e->shard_comm, NULL);
   if (st != SHARC_OK)
     return eng_coll_fail(e, st, "gradient-norm all-reduce", -1);
   *norm = sqrt(sq);
@@ -99,9 +169,24 @@ sharc_status_t optim_step(struct sharc_shard *e, double *norm) {
   double t = (double)(e->opt_steps + 1);
   p.bc1 = 1.0 - pow(e->cfg.optim.beta1, t);
   p.bc2 = 1.0 - pow(e->cfg.optim.beta2, t);
-  for (int u = 0; u < m->nunits; u++)
-    slice_runs(
-        e, u, e->cfg.optim.kind == SHARC_OPTIM_ADAMW ? adamw_run : sgd_run, &p);
+  int adamw = e->cfg.optim.kind == SHARC_OPTIM_ADAMW;
+  if (eng_at(e, MEM_PSLICE) != AT_DEV) {
+    for (int u = 0; u < m->nunits; u++)
+      slice_runs(e, u, adamw ? adamw_run : sgd_run, &p);
+  } else {
+#ifdef SHARC_HAVE_CUDA
+    for (int u = 0; u < m->nunits; u++)
+      slice_runs(e, u, adamw ? adamw_dev_run : sgd_dev_run, &p);
+    /* the next gathers (on comm) read the stepped slices */
+    st = p.err ? eng_fail(e, SHARC_ERR_CUDA,
+                          "shard: the optimizer's kernel failed to launch "
+                          "(cudaError_t %d)",
+                          p.err)
+               : dev_compute_sync(&e->dv);
+    if (st != SHARC_OK)
+      return st;
+#endif
+  }
   e->opt_steps++;
   return SHARC_OK;
 }

@@ -64,6 +64,7 @@ static sharc_status_t call_stage(struct sharc_shard *e, int s,
       .din = bwd ? din : NULL,
       .saved = S->saved,
       .scratch = scratch,
+      .cuda_stream = e->dv.compute,
   };
   double t0 = eng_now();
   int rc = bwd ? m->backward(m->ctx, &c) : m->forward(m->ctx, &c);
@@ -137,10 +138,11 @@ static sharc_status_t forward(struct sharc_shard *e, const sharc_batch_t *b,
     if (!(keep_acts && e->keep) && e->units[u].last_stage == s && s != ns - 1)
       eng_discard(e, u);
   }
-  const double *stats = e->outs[ns - 1].out;
-  for (int k = 0; k < SHARC_STAGE_STATS; k++)
+  double stats[SHARC_STAGE_STATS];
+  sharc_status_t st = eng_copy(e, stats, e->outs[ns - 1].out, sizeof stats);
+  for (int k = 0; st == SHARC_OK && k < SHARC_STAGE_STATS; k++)
     sums[k] += stats[k];
-  return SHARC_OK;
+  return st;
 }
 
 static sharc_status_t backward(struct sharc_shard *e, const sharc_batch_t *b,

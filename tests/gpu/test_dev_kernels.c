@@ -15,6 +15,8 @@
  *    permutations of them, for every op and divisor (rounding ties,
  *    subnormals, infinities and NaNs of the 16-bit types, all reached);
  *  - kernel_dev_copy, device to device and host to device;
+ *  - kernel_dev_convert against sharc_convert for every pair of f32, f16
+ *    and bf16 (all 65536 patterns of the 16-bit sources);
  *  - argument errors come back as return values and leave no CUDA error.
  * Inputs include NaN (quiet, signalling, payloads, negative), infinities,
  * signed zeros, subnormals, the largest finite values, x and -x pairs, and
@@ -553,6 +555,55 @@ static void run_patterns(ctx_t *c, sharc_dtype_t dt) {
     run_div(c, dt, divisors[v], NP, 0);
 }
 
+/* kernel_dev_convert (sharc_convert_cuda's kernel) against sharc_convert,
+ * bit for bit: every pair of f32, f16 and bf16; 16-bit sources over all
+ * 65536 patterns, f32 sources over fill()'s values (specials, ties). */
+static void run_convert(ctx_t *c) {
+  static const sharc_dtype_t t[] = {SHARC_F32, SHARC_F16, SHARC_BF16};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      sharc_dtype_t dt = t[i], st = t[j];
+      size_t n = st == SHARC_F32 ? MAX_N : 65536;
+      if (st == SHARC_F32)
+        fill(st, c->ha, n);
+      else
+        for (uint32_t k = 0; k < n; k++)
+          ((uint16_t *)c->ha)[k] = (uint16_t)k;
+      size_t ds = sharc_dtype_size(dt), ss = sharc_dtype_size(st);
+      memset(c->got, 0xA5, (n + GUARD) * ds);
+      CUDA_OK(
+          cudaMemcpy(c->dd, c->got, (n + GUARD) * ds, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(c->da, c->ha, n * ss, cudaMemcpyHostToDevice));
+      char what[64];
+      snprintf(what, sizeof what, "convert %s to %s", sharc_dtype_name(st),
+               sharc_dtype_name(dt));
+      int err = kernel_dev_convert(c->dd, dt, c->da, st, n, c->stream);
+      if (err != 0) {
+        REPORT("%s: %s", what, kernel_dev_error_string(err));
+        n_failures++;
+        continue;
+      }
+      CUDA_OK(cudaStreamSynchronize(c->stream));
+      CUDA_OK(
+          cudaMemcpy(c->got, c->dd, (n + GUARD) * ds, cudaMemcpyDeviceToHost));
+      if (sharc_convert(c->want, dt, c->ha, st, n) != SHARC_OK) {
+        REPORT("%s: sharc_convert failed", what);
+        n_failures++;
+        continue;
+      }
+      n_cases++;
+      if (compare(what, dt, 0, c->got, 0, c->want, c->ha, NULL, n))
+        n_failures++;
+    }
+  /* not a float pair: refused, nothing queued */
+  if (kernel_dev_convert(c->dd, SHARC_I32, c->da, SHARC_F32, 1, c->stream) !=
+      (int)cudaErrorInvalidValue) {
+    REPORT("convert f32 to i32 was not refused");
+    n_failures++;
+  }
+  n_cases++;
+}
+
 int main(int argc, char **argv) {
   int big = argc > 1 && strcmp(argv[1], "--big") == 0;
   char why[256];
@@ -621,6 +672,9 @@ int main(int argc, char **argv) {
       run_copy(&c, counts[k], 0, 0, h);
       run_copy(&c, counts[k], 3, 1, h);
     }
+  run_convert(&c);
+  printf("  convert f32/f16/bf16 pairs (all 16-bit patterns): %s\n",
+         n_failures ? "see above" : "ok");
   run_errors(&c);
   if (big)
     run_big(c.stream);

@@ -27,6 +27,15 @@
 #   trace                   SHARC_TRACE writes a Chrome trace per rank whose
 #                           prefetched gathers overlap the previous unit's
 #                           compute
+#   device-cnn, device-gpt  GPU training (--device cuda): 1, 2 and 4 ranks
+#                           under full, grad_op and hybrid 2x2 equal the host
+#                           reference (its noise, as parity); --offload
+#                           changes where the state lives (memory report)
+#                           and not one bit of the losses; bf16 equals host
+#                           bf16 and converges; a device checkpoint resumes
+#                           on the host and the reverse (--quick: fewer).
+#                           Skipped (77) without a usable CUDA device: on
+#                           softcuda (ctest's gpu.train.*) they run
 # Every comparison of runs that group their sums differently (more ranks,
 # other strategies, a checkpoint resumed on another rank count) is bounded
 # by the floating-point noise measured on this machine, with the BLAS kernel
@@ -121,6 +130,66 @@ same() {
 
 # exact REF TAG: bit for bit (runs that sum in the same order).
 exact() { compare "$1" "$2" --tol 0; }
+
+# need_cuda: skips the check when sharc-train cannot train on a GPU here.
+need_cuda() {
+  if ! $RUN -n 1 --timeout 120 "$TRAIN" --device cuda "$@" --steps 1 \
+      >"$W/probe.out" 2>&1; then
+    if grep -qE "no usable CUDA device|has no GPU models" "$W/probe.out"; then
+      echo "SKIP: $(grep -m1 -oE -- '--device cuda: .*' "$W/probe.out")"
+      exit 77
+    fi
+    echo "FAIL: a one-step GPU run failed:"
+    tail -20 "$W/probe.out"
+    exit 1
+  fi
+}
+
+# device MODEL_ARGS...: GPU training against the host (see the top).
+device() {
+  need_cuda "$@"
+  reference ref 1 "$@" || return
+  local combos="full:1 full:2 full:4 grad_op:2 grad_op:4 hybrid:4"
+  [ "$QUICK" = --quick ] && combos="full:1 grad_op:2 hybrid:4"
+  for c in $combos; do
+    local s=${c%%:*} n=${c##*:}
+    train "dev_$s$n" "$n" "$@" --device cuda --strategy "$s" \
+      --shard-group 2 && same ref "dev_$s$n"
+  done
+  # offload: the optimizer on the host, the same bits as on the device
+  train dev_off 4 "$@" --device cuda --strategy hybrid --shard-group 2 \
+    --offload && exact "dev_hybrid4" dev_off && python3 - "$W" <<'PY' ||
+import json, sys
+def last(tag):
+    return [json.loads(x) for x in open(f"{sys.argv[1]}/{tag}.jsonl")
+            if '"step"' in x][-1]
+on, off = last("dev_hybrid4")["now"], last("dev_off")["now"]
+state = on["param_slices"] + on["grad_slices"] + on["optim"]
+print(f"state on the device: {on['device']} of {on['total']} bytes; "
+      f"offloaded: {off['device']} of {off['total']}")
+sys.exit(0 if on["device"] >= state > 0 and off["device"] == 0 and
+         off["total"] == on["total"] else 1)
+PY
+    fails=$((fails + 1))
+  # checkpoints interchange: device saves, host resumes, and the reverse
+  train dsave 2 "$@" --device cuda --steps 10 --save "$W/dck" &&
+    train hload 2 "$@" --load "$W/dck" && same ref hload --steps 11:20
+  train hsave 2 "$@" --steps 10 --save "$W/hck" &&
+    train dload 2 "$@" --device cuda --load "$W/hck" &&
+    same ref dload --steps 11:20
+  [ "$QUICK" = --quick ] && return
+  # bf16 gathers and compute copies on the device: as on the host
+  reference refbf 1 "$@" --mp bf16 &&
+    train dev_bf16 2 "$@" --device cuda --mp bf16 && same refbf dev_bf16 &&
+    python3 - "$W/dev_bf16.jsonl" <<'PY' || fails=$((fails + 1))
+import json, sys
+l = [json.loads(x)["loss"] for x in open(sys.argv[1]) if '"step"' in x]
+first, last = sum(l[:5]) / 5, sum(l[-5:]) / 5
+print(f"bf16 on the device: loss {first:.3f} (first 5 steps) -> {last:.3f} "
+      f"(last 5)")
+sys.exit(0 if last < 0.9 * first else 1)
+PY
+}
 
 parity() { # parity MODEL_ARGS...
   reference ref 1 "$@" || return
@@ -266,6 +335,8 @@ PY
     fi
   }
   expect_err "--strategy 'zero9'" --strategy zero9
+  expect_err "--device 'tpu'" --device tpu
+  expect_err "add --device cuda or drop --offload" --offload
   expect_err "--mp 'fp8'" --mp fp8
   expect_err "unknown option '--bogus'" --bogus
   expect_err "needs --data" --model gpt
@@ -302,6 +373,13 @@ hsdp-hosts)
   fi
   grep -m1 "strategy hybrid" "$W/hosts.out"
   same full hosts
+  ;;
+device-cnn)
+  device --model cnn --synthetic --steps 20 --batch 16 --lr 3e-4 --seed 3
+  ;;
+device-gpt)
+  device --model gpt --gpt-size tiny --data "$SRC/tests/shard/corpus.txt" \
+    --steps 20 --batch 8 --lr 1e-3 --seed 5
   ;;
 trace)
   args=(--model gpt --gpt-size tiny --data "$SRC/tests/shard/corpus.txt" --batch 8

@@ -1,0 +1,56 @@
+/*
+ * device.h - the CUDA side of GPU training for the engine (device.c): its
+ * two streams, the events that order them, device and pinned memory.
+ * Streams and events are passed as void * (cudaStream_t, cudaEvent_t), so
+ * that the engine's C code needs no CUDA header. Every call returns
+ * SHARC_OK or SHARC_ERR_CUDA with the runtime's message written into
+ * d->err (the engine's error buffer); a build without CUDA has the same
+ * functions, failing, and the engine refuses GPU training before any.
+ */
+#ifndef SHARC_SHARD_DEVICE_H
+#define SHARC_SHARD_DEVICE_H
+
+#include <stddef.h>
+
+#include "sharc.h"
+
+typedef struct {
+  void *compute;    /* cudaStream_t: the model's callbacks, the optimizer */
+  void *comm;       /* cudaStream_t: the collectives (the engine's sharc
+                     * stream is bound to it) */
+  void *grads_ev;   /* cudaEvent_t: comm waits for backward's gradients */
+  double *partials; /* device: the gradient norm's partial sums */
+  char *err;        /* where messages go */
+  size_t errlen;
+} devctx_t;
+
+/* Creates the streams (and, with partials, the norm's buffer of
+ * partials_bytes) on the current device and a sharc stream bound to comm
+ * into *stream. */
+sharc_status_t dev_setup(devctx_t *d, size_t partials_bytes,
+                         sharc_stream_t *stream);
+/* After the sharc stream is destroyed. */
+void dev_teardown(devctx_t *d);
+/* A unit's two events (free with dev_events_free). */
+sharc_status_t dev_events(devctx_t *d, void **gather, void **reduce);
+void dev_events_free(void *gather, void *reduce);
+/* Device memory, or pinned host memory; NULL when out of memory. */
+void *dev_alloc(int pinned, size_t bytes);
+/* Frees it once compute's queued work is done (collectives that may still
+ * use memory are waited for by the caller). */
+void dev_free(devctx_t *d, int pinned, void *p);
+/* Zeroes device memory, queued on compute. */
+sharc_status_t dev_zero(devctx_t *d, void *p, size_t bytes);
+/* Copies in any direction after compute's earlier work; blocking. */
+sharc_status_t dev_copy(devctx_t *d, void *dst, const void *src, size_t bytes);
+sharc_status_t dev_compute_sync(devctx_t *d);
+/* Records ev behind the work queued on comm so far. */
+sharc_status_t dev_record(devctx_t *d, void *ev);
+/* Compute waits for ev (host 1: this thread waits). */
+sharc_status_t dev_wait(devctx_t *d, void *ev, int host);
+/* Comm waits for the work queued on compute so far. */
+sharc_status_t dev_grads_ready(devctx_t *d);
+/* *done: ev has completed (waiting for it if wait). */
+sharc_status_t dev_query(devctx_t *d, void *ev, int wait, int *done);
+
+#endif /* SHARC_SHARD_DEVICE_H */

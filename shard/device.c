@@ -9,10 +9,13 @@
  * the event recorded behind its all-gather; a unit's gradients are
  * reduce-scattered after comm waited for an event recorded behind the
  * backward that wrote them. The host waits only where it must: reading
- * the statistics and the gradient norm, and before it frees device memory
- * (cudaFree, which a GPU runs only once the device is idle anyway).
+ * the statistics and the gradient norm. Freed device memory is kept for
+ * reuse (a caching allocator, as PyTorch's: cudaFree would wait for the
+ * whole device) behind an event on compute; the engine's sizes repeat
+ * every step, so after the first step nothing is allocated.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "device.h"
 
@@ -30,6 +33,30 @@ static sharc_status_t check(devctx_t *d, cudaError_t err, const char *what) {
   snprintf(d->err, d->errlen, "shard: %s: %s: %s", what, cudaGetErrorName(err),
            cudaGetErrorString(err));
   return SHARC_ERR_CUDA;
+}
+
+struct devblk {
+  void *p;
+  size_t bytes;
+  void *ev; /* cudaEvent_t recorded on compute when it was freed */
+  devblk_t *next;
+};
+
+/* Frees every cached block once both streams are idle. */
+static void cache_release(devctx_t *d) {
+  if (!d->cache)
+    return;
+  cudaStreamSynchronize(CS(d));
+  cudaStreamSynchronize(MS(d));
+  while (d->cache) {
+    devblk_t *b = d->cache;
+    d->cache = b->next;
+    cudaEventDestroy((cudaEvent_t)b->ev);
+    cudaFree(b->p);
+    free(b);
+  }
+  d->cached = 0;
+  (void)cudaGetLastError();
 }
 
 sharc_status_t dev_setup(devctx_t *d, size_t partials_bytes,
@@ -56,6 +83,8 @@ sharc_status_t dev_setup(devctx_t *d, size_t partials_bytes,
 }
 
 void dev_teardown(devctx_t *d) {
+  if (d->compute && d->comm)
+    cache_release(d);
   if (d->compute)
     cudaStreamSynchronize(CS(d));
   if (d->partials)
@@ -85,22 +114,60 @@ void dev_events_free(void *gather, void *reduce) {
     cudaEventDestroy((cudaEvent_t)reduce);
 }
 
-void *dev_alloc(int pinned, size_t bytes) {
+void *dev_alloc(devctx_t *d, int pinned, size_t bytes, int for_comm) {
   void *p = NULL;
-  cudaError_t err = pinned ? cudaMallocHost(&p, bytes) : cudaMalloc(&p, bytes);
-  if (err != cudaSuccess) {
+  if (pinned) {
+    if (cudaMallocHost(&p, bytes) != cudaSuccess)
+      p = NULL;
     (void)cudaGetLastError();
-    return NULL;
+    return p;
+  }
+  for (devblk_t **pb = &d->cache; *pb; pb = &(*pb)->next) {
+    devblk_t *b = *pb;
+    if (b->bytes != bytes)
+      continue;
+    if (for_comm &&
+        cudaStreamWaitEvent(MS(d), (cudaEvent_t)b->ev, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      break; /* not reusable in order: allocate afresh */
+    }
+    *pb = b->next;
+    d->cached -= b->bytes;
+    cudaEventDestroy((cudaEvent_t)b->ev); /* released once it completed */
+    p = b->p;
+    free(b);
+    return p;
+  }
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    cache_release(d); /* the device is full: give the cache back, retry */
+    if (cudaMalloc(&p, bytes) != cudaSuccess)
+      p = NULL;
+    (void)cudaGetLastError();
   }
   return p;
 }
 
-void dev_free(devctx_t *d, int pinned, void *p) {
+void dev_free(devctx_t *d, int pinned, void *p, size_t bytes) {
   if (pinned) {
     cudaFreeHost(p);
     return;
   }
-  cudaStreamSynchronize(CS(d)); /* callbacks and kernels may still use it */
+  devblk_t *b = malloc(sizeof *b);
+  cudaEvent_t ev = NULL;
+  if (b &&
+      cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
+      cudaEventRecord(ev, CS(d)) == cudaSuccess) {
+    *b = (devblk_t){.p = p, .bytes = bytes, .ev = ev, .next = d->cache};
+    d->cache = b;
+    d->cached += bytes;
+    return;
+  }
+  /* no event: free it the slow way */
+  if (ev)
+    cudaEventDestroy(ev);
+  free(b);
+  cudaStreamSynchronize(CS(d));
   cudaFree(p);
   (void)cudaGetLastError();
 }
@@ -165,12 +232,12 @@ sharc_status_t dev_events(devctx_t *d, void **gather, void **reduce) {
   return no_cuda(d);
 }
 void dev_events_free(void *gather, void *reduce) { (void)gather, (void)reduce; }
-void *dev_alloc(int pinned, size_t bytes) {
-  (void)pinned, (void)bytes;
+void *dev_alloc(devctx_t *d, int pinned, size_t bytes, int for_comm) {
+  (void)d, (void)pinned, (void)bytes, (void)for_comm;
   return NULL;
 }
-void dev_free(devctx_t *d, int pinned, void *p) {
-  (void)d, (void)pinned, (void)p;
+void dev_free(devctx_t *d, int pinned, void *p, size_t bytes) {
+  (void)d, (void)pinned, (void)p, (void)bytes;
 }
 sharc_status_t dev_zero(devctx_t *d, void *p, size_t bytes) {
   (void)p, (void)bytes;

@@ -14,12 +14,16 @@
 
 #include "sharc.h"
 
+typedef struct devblk devblk_t; /* a freed block kept for reuse */
+
 typedef struct {
   void *compute;    /* cudaStream_t: the model's callbacks, the optimizer */
   void *comm;       /* cudaStream_t: the collectives (the engine's sharc
                      * stream is bound to it) */
   void *grads_ev;   /* cudaEvent_t: comm waits for backward's gradients */
   double *partials; /* device: the gradient norm's partial sums */
+  devblk_t *cache;  /* freed device blocks, by size (dev_free) */
+  size_t cached;    /* their bytes */
   char *err;        /* where messages go */
   size_t errlen;
 } devctx_t;
@@ -34,11 +38,18 @@ void dev_teardown(devctx_t *d);
 /* A unit's two events (free with dev_events_free). */
 sharc_status_t dev_events(devctx_t *d, void **gather, void **reduce);
 void dev_events_free(void *gather, void *reduce);
-/* Device memory, or pinned host memory; NULL when out of memory. */
-void *dev_alloc(int pinned, size_t bytes);
-/* Frees it once compute's queued work is done (collectives that may still
- * use memory are waited for by the caller). */
-void dev_free(devctx_t *d, int pinned, void *p);
+/* Pinned host memory, or device memory: a cached block of exactly bytes
+ * if one is free (for_comm: comm, which will write it, first waits for
+ * compute's last use of it), else cudaMalloc (after releasing the cache
+ * when the device is full). NULL when out of memory. */
+void *dev_alloc(devctx_t *d, int pinned, size_t bytes, int for_comm);
+/* Pinned memory is freed. A device block goes to the cache, behind an
+ * event recorded on compute: the caller guarantees that nothing but work
+ * already queued on compute may still use it (the engine waits for the
+ * collectives that read or write a buffer before it frees it), so reuse
+ * on compute is stream-ordered and reuse on comm waits for the event. The
+ * host never waits here. */
+void dev_free(devctx_t *d, int pinned, void *p, size_t bytes);
 /* Zeroes device memory, queued on compute. */
 sharc_status_t dev_zero(devctx_t *d, void *p, size_t bytes);
 /* Copies in any direction after compute's earlier work; blocking. */

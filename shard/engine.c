@@ -101,8 +101,9 @@ int eng_at(const struct sharc_shard *e, int cat) {
 void *eng_alloc(struct sharc_shard *e, int cat, size_t bytes) {
   size_t r = round64(bytes ? bytes : 1);
   int at = eng_at(e, cat);
-  void *p =
-      at == AT_HOST ? aligned_alloc(64, r) : dev_alloc(at == AT_PINNED, r);
+  void *p = at == AT_HOST
+                ? aligned_alloc(64, r)
+                : dev_alloc(&e->dv, at == AT_PINNED, r, cat == MEM_GATHERED);
   if (!p)
     return NULL;
   e->mem_now[cat] += r;
@@ -135,7 +136,7 @@ void eng_free(struct sharc_shard *e, int cat, void *p, size_t bytes) {
   if (at == AT_HOST)
     free(p);
   else
-    dev_free(&e->dv, at == AT_PINNED, p);
+    dev_free(&e->dv, at == AT_PINNED, p, r);
 }
 
 sharc_status_t eng_copy(struct sharc_shard *e, void *dst, const void *src,

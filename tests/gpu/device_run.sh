@@ -14,7 +14,10 @@
 # .json of the same names), NCCL with 1 rank
 # and --compare nccl with 2 ranks (bench_nccl_*: recorded, but a failure or
 # skip there does not fail the run: NCCL before 2.30 refuses 2 ranks on one
-# GPU). SHARC_GPU_BENCH=0 skips the bench runs.
+# GPU), then GPU training: sharc-train of the GPT (gpt2 shapes, bf16) with
+# 1 and 2 ranks on the GPU and PyTorch FSDP2 (bench/fsdp2_gpt.py) where
+# PyTorch is installed, in one file, train_compare.json
+# (bench/train_compare.py). SHARC_GPU_BENCH=0 skips the bench runs.
 # Every step's output goes to <step>.log in a log folder, the status of each
 # to summary.txt; at the end the logs, the bench JSON and the summary are
 # packed into $OUT/device_run_<STAGE>.tar.gz and the summary is copied to
@@ -225,6 +228,43 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
     "${bargs[@]}" --backend nccl -J "$logs/bench_nccl_n1.json"
   [ "$soft" = 1 ] || optional bench_nccl_cmp_n2 timeout 90 "$run" -n 2 --timeout 80 \
     "$bench" "${bargs[@]}" --compare nccl -J "$logs/bench_nccl_cmp_n2.json"
+  # GPU training side by side: sharc-train of the GPT (GPT-2 124M shapes,
+  # bf16) on the GPU with 1 and 2 ranks, and PyTorch FSDP2 with NCCL where
+  # PyTorch is installed, in one results file naming the device
+  # (train_compare.json: tokens per second and peak memory per rank). On
+  # softcuda the tiny GPT, for the plumbing only.
+  train=$build/models/sharc-train
+  targs=(--model gpt --gpt-size gpt2 --batch 8 --steps 12)
+  [ "$soft" = 1 ] && targs=(--model gpt --gpt-size tiny --batch 8 --steps 6)
+  targs+=(--data tests/shard/corpus.txt --mp bf16 --log-every 1)
+  cmp_args=(--out "$logs/train_compare.json")
+  for n in 1 2; do
+    step "train_gpt_sharc_n$n" timeout 400 "$run" -n "$n" --timeout 390 \
+      "$train" --device cuda "${targs[@]}" \
+      --log "$logs/train_gpt_sharc_n$n.jsonl" &&
+      cmp_args+=(--sharc "sharc-n$n" "$logs/train_gpt_sharc_n$n.jsonl")
+  done
+  preset=${targs[3]}
+  if [ "$soft" = 1 ]; then
+    note "fsdp2      not run: SOFTCUDA=1 (PyTorch needs a GPU for the comparison)"
+  elif ! python3 -c 'import torch' 2>/dev/null; then
+    note "fsdp2      not run: no PyTorch for python3 (pip install torch to compare)"
+  else # two ranks on one GPU need an NCCL that allows it: optional
+    fargs=(--device cuda --preset "$preset" --data tests/shard/corpus.txt
+      --batch 8 --steps 12 --mp bf16)
+    optional train_gpt_fsdp2_n1 timeout 400 python3 bench/fsdp2_gpt.py \
+      "${fargs[@]}" --json "$logs/train_gpt_fsdp2_n1.json"
+    optional train_gpt_fsdp2_n2 timeout 400 python3 -m torch.distributed.run \
+      --standalone --nproc_per_node 2 bench/fsdp2_gpt.py "${fargs[@]}" \
+      --json "$logs/train_gpt_fsdp2_n2.json"
+    cmp_args+=(--fsdp2 fsdp2-n1 "$logs/train_gpt_fsdp2_n1.json"
+      --fsdp2 fsdp2-n2 "$logs/train_gpt_fsdp2_n2.json")
+    dev_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null |
+      head -1)
+    [ -n "$dev_name" ] && cmp_args+=(--device-name "$dev_name")
+  fi
+  [ "$soft" = 1 ] && cmp_args+=(--device-name "softcuda (host memory)")
+  step train_compare python3 bench/train_compare.py "${cmp_args[@]}"
 elif want bench; then
   note "bench      not run (SHARC_GPU_BENCH=0)"
 fi

@@ -33,7 +33,9 @@
 #                           changes where the state lives (memory report)
 #                           and not one bit of the losses; bf16 equals host
 #                           bf16 and converges; a device checkpoint resumes
-#                           on the host and the reverse (--quick: fewer).
+#                           on the host and the reverse; a rank killed
+#                           mid-step is named by every other (--quick:
+#                           fewer).
 #                           Skipped (77) without a usable CUDA device: on
 #                           softcuda (ctest's gpu.train.*) they run
 # Every comparison of runs that group their sums differently (more ranks,
@@ -171,6 +173,21 @@ sys.exit(0 if on["device"] >= state > 0 and off["device"] == 0 and
          off["total"] == on["total"] else 1)
 PY
     fails=$((fails + 1))
+  # a rank killed mid-step (on the staged path its bytes go through the
+  # transports, where SHARC_FAULT counts them): every other rank fails,
+  # naming it, and nothing waits on the GPU past the timeout
+  if SHARC_CUDA_PATH=staged SHARC_FAULT=kill:2:send:2M $RUN -n 4 \
+    --timeout 120 "$TRAIN" "$@" --device cuda >"$W/kill.out" 2>&1; then
+    echo "FAIL: GPU training with a killed rank exited 0"
+    fails=$((fails + 1))
+  elif [ "$(grep -c 'step failed: SHARC_ERR_PEER_LOST.*rank 2 ' \
+    "$W/kill.out")" != 3 ]; then
+    echo "FAIL: not every survivor named the killed rank 2:"
+    tail -20 "$W/kill.out"
+    fails=$((fails + 1))
+  else
+    echo "killed rank: $(grep -m1 'step failed' "$W/kill.out")"
+  fi
   # checkpoints interchange: device saves, host resumes, and the reverse
   train dsave 2 "$@" --device cuda --steps 10 --save "$W/dck" &&
     train hload 2 "$@" --load "$W/dck" && same ref hload --steps 11:20

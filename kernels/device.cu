@@ -304,6 +304,94 @@ int launch(sharc_dtype_t dtype, int op, void *dst, const void *a, const void *b,
   return (int)err;
 }
 
+/* ---- the n-ary reduction ----------------------------------------------- */
+
+constexpr int kMaxSrcs = 8; /* sources one reduce_n kernel reads */
+
+/* x OP y in the compute type: apply()'s expressions without the store. */
+template <class D, int OP>
+__device__ __forceinline__ typename D::C combine(typename D::C x,
+                                                 typename D::C y) {
+  using C = typename D::C;
+  using U = typename D::U;
+  if constexpr (OP == OP_SUM)
+    return (C)((U)x + (U)y);
+  else if constexpr (OP == OP_PROD)
+    return (C)((U)x * (U)y);
+  else if constexpr (OP == OP_MIN)
+    return x < y ? x : y;
+  else
+    return x > y ? x : y;
+}
+
+/* dst[i] = s0[i] OP s1[i] OP ... (nsrc of them, in that order), in the
+ * compute type, stored once; divisor > 1 divides first (AVG). The 16-bit
+ * floats accumulate in f32 and round once; every other type gives the bits
+ * of the pairwise kernels (integers wrap alike whether truncated at each
+ * step or at the end; f32 and f64 compute in their own type), and their
+ * AVG divides the stored sum, as kernel_div does. The sources are named
+ * one by one (not an array) so that softcuda checks each pointer. dst may
+ * be one of them exactly: each element is read and written by one
+ * thread. */
+template <sharc_dtype_t DT, int OP>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    reduce_n(void *dst_, const void *s0, const void *s1, const void *s2,
+             const void *s3, const void *s4, const void *s5, const void *s6,
+             const void *s7, int nsrc, size_t n, int divisor) {
+  using D = dtype_traits<DT>;
+  using T = typename D::T;
+  using C = typename D::C;
+  const T *s[kMaxSrcs] = {
+      static_cast<const T *>(s0), static_cast<const T *>(s1),
+      static_cast<const T *>(s2), static_cast<const T *>(s3),
+      static_cast<const T *>(s4), static_cast<const T *>(s5),
+      static_cast<const T *>(s6), static_cast<const T *>(s7)};
+  T *dst = static_cast<T *>(dst_);
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    C acc = D::ld(s[0][i]);
+    for (int k = 1; k < nsrc; k++)
+      acc = combine<D, OP>(acc, D::ld(s[k][i]));
+    if (divisor > 1) {
+      if constexpr (DT == SHARC_F16 || DT == SHARC_BF16)
+        acc = acc / (C)divisor; /* one rounding, below */
+      else
+        acc = (C)(D::ld(D::st(acc)) / (C)divisor);
+    }
+    dst[i] = D::st(acc);
+  }
+}
+
+using reduce_n_fn = void (*)(void *, const void *, const void *, const void *,
+                             const void *, const void *, const void *,
+                             const void *, const void *, int, size_t, int);
+
+template <sharc_dtype_t DT> reduce_n_fn pick_n(int op) {
+  switch (op) {
+  case OP_SUM:
+    return reduce_n<DT, OP_SUM>;
+  case OP_PROD:
+    return reduce_n<DT, OP_PROD>;
+  case OP_MIN:
+    return reduce_n<DT, OP_MIN>;
+  default:
+    return reduce_n<DT, OP_MAX>;
+  }
+}
+
+reduce_n_fn pick_reduce_n(sharc_dtype_t dtype, int op) {
+  switch (dtype) {
+#define PICK_N_CASE(DT, ...)                                                   \
+  case SHARC_##DT:                                                             \
+    return pick_n<SHARC_##DT>(op);
+    SHARC_KERNEL_DTYPES(PICK_N_CASE)
+#undef PICK_N_CASE
+  default:
+    return nullptr;
+  }
+}
+
 /* dst[i] = src[i] from type S to type D (f32, f16 or bf16; not equal),
  * through f32 with the conversions above. */
 template <sharc_dtype_t D, sharc_dtype_t S>
@@ -378,6 +466,66 @@ int kernel_dev_div(sharc_dtype_t dtype, void *buf, size_t n, int divisor,
   if (buf == nullptr)
     return (int)cudaErrorInvalidValue;
   return launch(dtype, OP_DIV, buf, buf, buf, n, divisor, cuda_stream);
+}
+
+int kernel_dev_reduce_n(sharc_dtype_t dtype, sharc_op_t op, void *dst,
+                        const void *const *srcs, int nsrc, size_t n,
+                        void *cuda_stream) {
+  if ((unsigned)dtype >= SHARC_DTYPE_COUNT || (unsigned)op >= SHARC_OP_COUNT ||
+      nsrc < 1 || srcs == nullptr)
+    return (int)cudaErrorInvalidValue;
+  if (n == 0)
+    return 0;
+  if (dst == nullptr)
+    return (int)cudaErrorInvalidValue;
+  size_t es = 1;
+  switch (dtype) {
+#define ESIZE_CASE(DT, T, ...)                                                 \
+  case SHARC_##DT:                                                             \
+    es = sizeof(T);                                                            \
+    break;
+    SHARC_KERNEL_DTYPES(ESIZE_CASE)
+#undef ESIZE_CASE
+  default:
+    break;
+  }
+  for (int k = 0; k < nsrc; k++)
+    if (srcs[k] == nullptr || (uintptr_t)srcs[k] % es != 0)
+      return (int)cudaErrorInvalidValue;
+  if ((uintptr_t)dst % es != 0)
+    return (int)cudaErrorInvalidValue;
+  int kop = OP_SUM; /* SHARC_SUM and SHARC_AVG */
+  if (op == SHARC_PROD)
+    kop = OP_PROD;
+  else if (op == SHARC_MIN)
+    kop = OP_MIN;
+  else if (op == SHARC_MAX)
+    kop = OP_MAX;
+  const reduce_n_fn fn = pick_reduce_n(dtype, kop);
+  int sms = 1;
+  cudaError_t err = current_sm_count(&sms);
+  if (err != cudaSuccess)
+    return (int)err;
+  size_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks > (size_t)sms * kBlocksPerSm)
+    blocks = (size_t)sms * kBlocksPerSm;
+  /* kMaxSrcs at a time; later kernels start from dst */
+  for (int done = 0; done < nsrc;) {
+    const void *s[kMaxSrcs] = {nullptr};
+    int m = 0;
+    if (done > 0)
+      s[m++] = dst;
+    while (m < kMaxSrcs && done < nsrc)
+      s[m++] = srcs[done++];
+    int divisor = op == SHARC_AVG && done == nsrc ? nsrc : 1;
+    void *args[] = {&dst,  &s[0], &s[1], &s[2], &s[3], &s[4],
+                    &s[5], &s[6], &s[7], &m,    &n,    &divisor};
+    err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(kThreads), args, 0,
+                           static_cast<cudaStream_t>(cuda_stream));
+    if (err != cudaSuccess)
+      return (int)err;
+  }
+  return 0;
 }
 
 int kernel_dev_convert(void *dst, sharc_dtype_t dst_type, const void *src,

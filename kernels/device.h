@@ -53,6 +53,19 @@ int kernel_dev_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst,
                       const void *a, const void *b, size_t n,
                       void *cuda_stream);
 
+/* dst[i] = srcs[0][i] OP srcs[1][i] OP ... OP srcs[nsrc-1][i] for i in
+ * [0, n), in that order, in one kernel for up to 8 sources (more: one
+ * kernel per further 7, each starting from dst): the reduction of one
+ * step of a collective over every rank's buffer. SHARC_AVG divides by
+ * nsrc. f16 and bf16 accumulate in f32 and round once (per kernel), so
+ * they are more exact than the pairwise kernel_dev_reduce chain; every
+ * other type gives exactly that chain's bits (AVG: kernel_dev_div's).
+ * dst may equal a source exactly, never overlap one partially. nsrc >= 1;
+ * n == 0 queues nothing. */
+int kernel_dev_reduce_n(sharc_dtype_t dtype, sharc_op_t op, void *dst,
+                        const void *const *srcs, int nsrc, size_t n,
+                        void *cuda_stream);
+
 /* buf[i] /= divisor for i in [0, n) elements, in place, queued on
  * cuda_stream (the AVG finish step, exactly as kernel_div: integers truncate
  * toward zero; f16/bf16 divide in f32 and round to nearest even). divisor

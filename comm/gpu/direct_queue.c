@@ -7,6 +7,7 @@
 #include "direct.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -131,22 +132,27 @@ sharc_status_t dq_probe(devcomm_t *dc, const char *fn) {
 }
 
 /* dst = OP over every rank r' of slot(r', s) + at, len elements, starting
- * with this rank's own; then AVG's division. */
+ * with this rank's own, AVG's division included: one kernel reading every
+ * rank's slot (up to 8 ranks; f16/bf16 accumulate in f32). */
 static void q_reduce(q_t *q, const coll_call_t *call, void *dst, uint32_t s,
                      size_t at, size_t len) {
   const devcomm_t *dc = q->dc;
   size_t esize = sharc_dtype_size(call->dtype);
-  const uint8_t *own = slot(dc, dc->rank, s) + at * esize;
-  for (int i = 1; i < dc->n && !q->err; i++) {
-    int p = (dc->rank + i) % dc->n;
-    q_fail(q,
-           kernel_dev_reduce(call->dtype, call->op, dst, i == 1 ? own : dst,
-                             slot(dc, p, s) + at * esize, len, q->cs),
-           "the reduction kernel");
+  const void *stack[64] = {0};
+  const void **srcs =
+      dc->n <= 64 ? stack : malloc((size_t)dc->n * sizeof *srcs);
+  if (!srcs) {
+    q_fail(q, (int)cudaErrorMemoryAllocation, "the reduction's sources");
+    return;
   }
-  if (!q->err && call->op == SHARC_AVG)
-    q_fail(q, kernel_dev_div(call->dtype, dst, len, dc->n, q->cs),
-           "the AVG division kernel");
+  for (int i = 0; i < dc->n; i++)
+    srcs[i] = slot(dc, (dc->rank + i) % dc->n, s) + at * esize;
+  q_fail(
+      q,
+      kernel_dev_reduce_n(call->dtype, call->op, dst, srcs, dc->n, len, q->cs),
+      "the reduction kernel");
+  if (srcs != stack)
+    free(srcs);
 }
 
 /* Block p of a piece of m elements split in n: [*off, *off + *len). */

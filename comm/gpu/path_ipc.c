@@ -631,13 +631,16 @@ static cudaError_t reduce_block(ipc_call_t *c, void *dst, size_t at,
   int e = 0;
   if (c->n == 1)
     return (cudaError_t)kernel_dev_copy(dst, own, len * c->esize, c->cs);
-  for (int i = 1; i < c->n && !e; i++) {
-    int p = (c->rank + i) % c->n;
-    e = kernel_dev_reduce(call->dtype, call->op, dst, i == 1 ? own : dst,
-                          c->send[p] + at_b, len, c->cs);
-  }
-  if (!e && call->op == SHARC_AVG)
-    e = kernel_dev_div(call->dtype, dst, len, c->n, c->cs);
+  /* one kernel reads every rank's buffer (f16/bf16 accumulate in f32) */
+  const void *stack[64] = {0};
+  const void **srcs = c->n <= 64 ? stack : malloc((size_t)c->n * sizeof *srcs);
+  if (!srcs)
+    return cudaErrorMemoryAllocation;
+  for (int i = 0; i < c->n; i++)
+    srcs[i] = c->send[(c->rank + i) % c->n] + at_b;
+  e = kernel_dev_reduce_n(call->dtype, call->op, dst, srcs, c->n, len, c->cs);
+  if (srcs != stack)
+    free(srcs);
   return (cudaError_t)e;
 }
 

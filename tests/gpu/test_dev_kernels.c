@@ -15,6 +15,10 @@
  *    permutations of them, for every op and divisor (rounding ties,
  *    subnormals, infinities and NaNs of the 16-bit types, all reached);
  *  - kernel_dev_copy, device to device and host to device;
+ *  - kernel_dev_reduce_n (one kernel for up to 8 ranks' buffers) for every
+ *    dtype x op, 1, 2, 3, 8 and 11 sources (two kernels), counts 0, 1, 7,
+ *    1000: f16/bf16 against f32 accumulation rounded once per kernel, every
+ *    other type against the pairwise host chain, bit for bit;
  *  - kernel_dev_convert against sharc_convert for every pair of f32, f16
  *    and bf16 (all 65536 patterns of the 16-bit sources);
  *  - argument errors come back as return values and leave no CUDA error.
@@ -555,6 +559,89 @@ static void run_patterns(ctx_t *c, sharc_dtype_t dt) {
     run_div(c, dt, divisors[v], NP, 0);
 }
 
+/* One element of kernel_dev_reduce_n's 16-bit float reference: x OP y in
+ * f32 (min and max as the kernels compare). */
+static float op_f32(sharc_op_t op, float x, float y) {
+  switch (op) {
+  case SHARC_PROD:
+    return x * y;
+  case SHARC_MIN:
+    return x < y ? x : y;
+  case SHARC_MAX:
+    return x > y ? x : y;
+  default: /* SUM, AVG */
+    return x + y;
+  }
+}
+
+static float ld16(sharc_dtype_t dt, uint16_t v) {
+  return dt == SHARC_F16 ? kernel_f16_to_f32(v) : kernel_bf16_to_f32(v);
+}
+
+static uint16_t st16(sharc_dtype_t dt, float f) {
+  return dt == SHARC_F16 ? kernel_f32_to_f16(f) : kernel_f32_to_bf16(f);
+}
+
+/* kernel_dev_reduce_n over nsrc sources of n elements (source k at element
+ * k * stride of da), into dd, against its reference: f16/bf16 accumulated
+ * in f32 and rounded once per kernel of up to 8 sources (AVG divided in
+ * f32 before the last rounding); every other type the pairwise host
+ * chain kernel_reduce (and kernel_div for AVG), bit for bit. */
+static void run_reduce_n(ctx_t *c, sharc_dtype_t dt, sharc_op_t op, int nsrc,
+                         size_t n, size_t stride) {
+  const size_t es = sharc_dtype_size(dt);
+  const void *srcs[16];
+  for (int k = 0; k < nsrc; k++)
+    srcs[k] = c->da + (size_t)k * stride * es;
+  CUDA_OK(cudaMemcpy(c->da, c->ha, (size_t)nsrc * stride * es,
+                     cudaMemcpyHostToDevice));
+  memset(c->got, 0xA5, (n + GUARD) * es);
+  CUDA_OK(cudaMemcpy(c->dd, c->got, (n + GUARD) * es, cudaMemcpyHostToDevice));
+  char what[80];
+  snprintf(what, sizeof what, "reduce_n %s %s, %d sources, n %zu",
+           sharc_dtype_name(dt), sharc_op_name(op), nsrc, n);
+  n_cases++;
+  int err = kernel_dev_reduce_n(dt, op, c->dd, srcs, nsrc, n, c->stream);
+  if (err != 0) {
+    REPORT("%s: %s", what, kernel_dev_error_string(err));
+    n_failures++;
+    return;
+  }
+  CUDA_OK(cudaStreamSynchronize(c->stream));
+  CUDA_OK(cudaMemcpy(c->got, c->dd, (n + GUARD) * es, cudaMemcpyDeviceToHost));
+  uint8_t *want = c->want;
+  if (dt == SHARC_F16 || dt == SHARC_BF16) {
+    const uint16_t *h = (const uint16_t *)c->ha;
+    uint16_t *w = (uint16_t *)want;
+    for (size_t i = 0; i < n; i++) {
+      int k = 1;
+      float acc = ld16(dt, h[i]); /* the first kernel: sources 0..7 */
+      for (int first = 1; first || k < nsrc; first = 0) {
+        int m = 1;
+        if (!first) /* a later kernel: dst, then up to 7 more sources */
+          acc = ld16(dt, w[i]);
+        for (; m < 8 && k < nsrc; m++, k++)
+          acc = op_f32(op, acc, ld16(dt, h[(size_t)k * stride + i]));
+        if (op == SHARC_AVG && k == nsrc)
+          acc = acc / (float)nsrc;
+        w[i] = st16(dt, acc);
+      }
+    }
+  } else {
+    memcpy(want, c->ha, n * es);
+    sharc_op_t pop = op == SHARC_AVG ? SHARC_SUM : op;
+    for (int k = 1; k < nsrc; k++)
+      kernel_reduce(dt, pop, want, want, c->ha + (size_t)k * stride * es, n);
+    if (op == SHARC_AVG)
+      kernel_div(dt, want, n, nsrc);
+  }
+  int arith = (op == SHARC_SUM || op == SHARC_PROD || op == SHARC_AVG) &&
+              (dt == SHARC_F32 || dt == SHARC_F64 || dt == SHARC_F16 ||
+               dt == SHARC_BF16);
+  if (compare(what, dt, arith, c->got, 0, want, c->ha, NULL, n))
+    n_failures++;
+}
+
 /* kernel_dev_convert (sharc_convert_cuda's kernel) against sharc_convert,
  * bit for bit: every pair of f32, f16 and bf16; 16-bit sources over all
  * 65536 patterns, f32 sources over fill()'s values (specials, ties). */
@@ -672,6 +759,17 @@ int main(int argc, char **argv) {
       run_copy(&c, counts[k], 0, 0, h);
       run_copy(&c, counts[k], 3, 1, h);
     }
+  static const int nsrcs[] = {1, 2, 3, 8, 11};
+  for (int d = 0; d < SHARC_DTYPE_COUNT; d++) {
+    fill((sharc_dtype_t)d, c.ha, 11 * 1024);
+    for (int o = 0; o < SHARC_OP_COUNT; o++)
+      for (size_t k = 0; k < sizeof nsrcs / sizeof nsrcs[0]; k++)
+        for (size_t j = 0; j < 4; j++) /* counts 0, 1, 7, 1000 */
+          run_reduce_n(&c, (sharc_dtype_t)d, (sharc_op_t)o, nsrcs[k], counts[j],
+                       1024);
+  }
+  printf("  reduce_n (every dtype x op, 1-11 sources): %s\n",
+         n_failures ? "see above" : "ok");
   run_convert(&c);
   printf("  convert f32/f16/bf16 pairs (all 16-bit patterns): %s\n",
          n_failures ? "see above" : "ok");

@@ -35,6 +35,11 @@ static inline int bench_coll_root_only(coll_t c) {
   return c == C_RD || c == C_GA;
 }
 
+/* --timing: how one size is timed (bench_run.c says how each works). */
+enum { BENCH_CALL = 0, BENCH_STREAM = 1 };
+/* Most --passes a row keeps (each pass's time, per placement). */
+#define BENCH_MAX_PASSES 16
+
 /* Options, with nccl-tests' meanings and defaults. */
 typedef struct {
   size_t minb, maxb, step_bytes, step_factor; /* -b -e -i -f */
@@ -49,6 +54,9 @@ typedef struct {
   int limits;                    /* --limits 0|1 */
   int cuda;                      /* --mem cuda */
   int reg_asked;                 /* -R as given (--mem cuda runs -R 0) */
+  int timing;                    /* --timing: BENCH_CALL or BENCH_STREAM */
+  int cold;                      /* --cold 1: move the buffers every call */
+  int passes;                    /* --passes: sweeps of every size */
   const char *json;              /* -J */
   const char *backend, *compare; /* --backend, --compare */
 } opts_t;
@@ -77,8 +85,16 @@ typedef struct backend {
 } backend_t;
 
 /* One result row: a size of one collective, type, op and root, with both
- * placements (0 out-of-place, 1 in-place). wrong < 0: not checked;
- * time_us < 0: the backend does not run this placement (N/A). */
+ * placements (0 out-of-place, 1 in-place). wrong < 0: not checked (the
+ * largest count of any pass otherwise); time_us < 0: the backend does not
+ * run this placement (N/A). time_us, algbw and busbw are the best pass's
+ * (its shortest time); busbw_med the median of the passes' busbw, spread
+ * the slowest pass's time over the fastest's. Per pass: pass_us its time
+ * (--timing call: the median call; stream: the average of -a), pass_min_us
+ * the fastest call (call; < 0 with stream), pass_cpu_us the CPU time per
+ * call of this process (user + sys, every thread), maximum over ranks;
+ * min_us: the least pass_min_us; cpu_us: the best pass's pass_cpu_us (so
+ * that it goes with time_us). */
 typedef struct {
   coll_t coll;
   size_t size, count;
@@ -86,6 +102,11 @@ typedef struct {
   int op, root; /* op -1: "none" */
   double time_us[2], algbw[2], busbw[2];
   int64_t wrong[2];
+  double busbw_med[2], spread[2], min_us[2], cpu_us[2];
+  double alg_bytes; /* bytes algbw counts per call */
+  int passes;       /* filled pass_* entries */
+  double pass_us[2][BENCH_MAX_PASSES], pass_min_us[2][BENCH_MAX_PASSES],
+      pass_cpu_us[2][BENCH_MAX_PASSES];
 } row_t;
 
 /* Host throughput (GB/s, 1e9 B/s); 0 when not measured. */
@@ -159,8 +180,16 @@ void bench_buffers_free(buffers_t *bu, const opts_t *o);
  * (type, op, root) sweep. */
 int bench_warmup(backend_t *b, const opts_t *o, buffers_t *bu, coll_t c,
                  sharc_dtype_t dt, int op, int root);
-/* Times and checks one size, both placements, filling row. */
-int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row);
+/* Times and checks one size, both placements: pass number pass of row
+ * (pass 0 also fills its shape and resets #wrong). */
+int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row,
+              int pass);
+/* After the last pass: the best pass's time, algbw, busbw and CPU time per
+ * call, the median busbw, the spread and the fastest call. */
+void bench_passes_finish(backend_t *b, row_t *row);
+/* What one read of the process CPU clock adds to a measured interval
+ * (seconds, the median of empty intervals; subtracted from cpu_us). */
+double bench_cpu_clock_cost(void);
 double bench_bus_factor(coll_t c, int nranks);
 /* Collective helpers built on the backend's own all-reduce. */
 int bench_allreduce_f64(backend_t *b, double *v, int mode);
@@ -195,5 +224,6 @@ double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,
                     int inplace, const char **what);
 
 double bench_now(void);
+double bench_cpu_now(void); /* CLOCK_PROCESS_CPUTIME_ID, seconds */
 
 #endif /* SHARC_BENCH_H */

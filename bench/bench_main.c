@@ -22,6 +22,18 @@
  * a usable CUDA device (or in a build without CUDA), --backend/--compare
  * nccl without libnccl.so.2 (one "SKIP: ..." line on stdout).
  *
+ * Timing (--timing, bench_run.c): `call` is the default on host memory,
+ * the way OSU, IMB and the MPI libraries' own benchmarks measure (a
+ * barrier, then one call timed alone, blocking unless -z 0; the median
+ * over calls of the slowest rank's time): host-memory users compare our
+ * numbers with theirs. `stream`, the default with --mem cuda (where the
+ * peer is NCCL and the reference nccl-tests), is nccl-tests' back-to-back
+ * average; with --cold 1 (buffers moved every call) it is nccl-tests' own
+ * method whole. Both run every backend through the same code. --passes P sweeps
+ * every size P times: the rows give the best pass, a "#" table after each table
+ * the median busbw over passes, the spread and the CPU time per call (the rows
+ * keep nccl-tests' 13 columns, so its parsers still read them).
+ *
  * --mem cuda: cudaMalloc'd buffers on device local rank % devices, one
  * cudaStream_t per rank; sharc runs on sharc_stream_create_cuda over it
  * (the staged path), NCCL on it directly. -R 1 and 2 are host-memory
@@ -55,9 +67,22 @@ static void usage(FILE *f) {
       "                      -1 every rank                         [0]\n"
       "  -a,--average N      time over ranks: 0 rank 0, 1 avg, 2 min, 3 max "
       "[1]\n"
-      "  -z,--blocking 0|1   1: each operation blocking (stream NULL) and a\n"
-      "                      barrier after it; 0: enqueue all on a stream,\n"
-      "                      then synchronize                      [0]\n"
+      "  -z,--blocking 0|1   1: each operation blocking (stream NULL; with\n"
+      "                      --timing stream a barrier after it); 0: enqueue\n"
+      "                      on a stream, then synchronize\n"
+      "                      [1 with --timing call, 0 with stream]\n"
+      "  --timing call|stream  call: per iteration a barrier, t0, one\n"
+      "                      operation completed, t1; the median over\n"
+      "                      iterations of the slowest rank (OSU, IMB, MPI\n"
+      "                      peers; -a unused). stream: -n operations back\n"
+      "                      to back, the average (nccl-tests)\n"
+      "                      [call with --mem host, stream with --mem cuda]\n"
+      "  --cold 0|1          1: move the buffers by one footprint each\n"
+      "                      iteration within 2 x maxBytes (nccl-tests;\n"
+      "                      cold caches); 0: the same buffers (OSU, IMB) [0]\n"
+      "  --passes P          sweep every size P times (1..16): rows show the\n"
+      "                      best pass; a '#' table the median busbw, the\n"
+      "                      spread and the CPU time per call     [1]\n"
       "  -R,--registration N buffers: 0 malloc, 1 sharc_mem_alloc (peers map\n"
       "                      them), 2 malloc + sharc_mem_register  [0]\n"
       "  -T,--timeout S      abort when a phase takes over S seconds [0: "
@@ -156,13 +181,14 @@ static void parse(int argc, char **argv, opts_t *o, unsigned *which) {
   static const struct {
     char s;
     const char *l;
-  } names[] = {{'b', "minbytes"},     {'e', "maxbytes"}, {'i', "stepbytes"},
-               {'f', "stepfactor"},   {'n', "iters"},    {'w', "warmup_iters"},
-               {'c', "check"},        {'o', "op"},       {'d', "datatype"},
-               {'r', "root"},         {'a', "average"},  {'z', "blocking"},
-               {'R', "registration"}, {'T', "timeout"},  {'J', "json"},
-               {'M', "mem"},          {'B', "backend"},  {'P', "compare"},
-               {'L', "limits"},       {'X', "transport"}};
+  } names[] = {{'b', "minbytes"},     {'e', "maxbytes"},  {'i', "stepbytes"},
+               {'f', "stepfactor"},   {'n', "iters"},     {'w', "warmup_iters"},
+               {'c', "check"},        {'o', "op"},        {'d', "datatype"},
+               {'r', "root"},         {'a', "average"},   {'z', "blocking"},
+               {'R', "registration"}, {'T', "timeout"},   {'J', "json"},
+               {'M', "mem"},          {'B', "backend"},   {'P', "compare"},
+               {'L', "limits"},       {'X', "transport"}, {'t', "timing"},
+               {'C', "cold"},         {'p', "passes"}};
   *which = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
@@ -281,6 +307,19 @@ static void parse(int argc, char **argv, opts_t *o, unsigned *which) {
     case 'L':
       o->limits = parse_int(v, a);
       break;
+    case 't':
+      if (strcmp(v, "call") && strcmp(v, "stream")) {
+        fprintf(stderr, "sharc-bench: --timing: call or stream, not '%s'\n", v);
+        exit(2);
+      }
+      o->timing = strcmp(v, "call") ? BENCH_STREAM : BENCH_CALL;
+      break;
+    case 'C':
+      o->cold = parse_int(v, a);
+      break;
+    case 'p':
+      o->passes = parse_int(v, a);
+      break;
     case 'X': /* read by sharc_comm_init_env, after parsing */
       if (strcmp(v, "auto") && strcmp(v, "shm") && strcmp(v, "tcp") &&
           strcmp(v, "ib")) {
@@ -306,6 +345,12 @@ static void parse(int argc, char **argv, opts_t *o, unsigned *which) {
     bad = "-i 0 with -f 1 would not advance";
   else if (o->average < 0 || o->average > 3)
     bad = "-a takes 0 (rank 0), 1 (avg), 2 (min) or 3 (max)";
+  else if (o->blocking < -1 || o->blocking > 1)
+    bad = "-z takes 0 (stream) or 1 (blocking)";
+  else if (o->cold < 0 || o->cold > 1)
+    bad = "--cold takes 0 (the same buffers) or 1 (moved every iteration)";
+  else if (o->passes < 1 || o->passes > BENCH_MAX_PASSES)
+    bad = "--passes takes 1 to 16";
   else if (o->reg < 0 || o->reg > 2)
     bad = "-R takes 0 (malloc), 1 (sharc_mem_alloc), 2 (sharc_mem_register)";
   else if (strcmp(o->backend, "sharc") && strcmp(o->backend, "mpi") &&
@@ -321,6 +366,16 @@ static void parse(int argc, char **argv, opts_t *o, unsigned *which) {
     usage(stderr);
     exit(2);
   }
+  /* Host memory: the peers are MPI libraries, whose benchmarks (OSU, IMB)
+   * time each call alone; device memory: the peer is NCCL, measured the
+   * nccl-tests way. */
+  /* One call timed alone completes the way a host library's call does
+   * (MPI's are blocking): a blocking sharc call, where the stream path
+   * would add its hand-off to the stream's thread and back. */
+  if (o->timing < 0)
+    o->timing = o->cuda ? BENCH_STREAM : BENCH_CALL;
+  if (o->blocking < 0)
+    o->blocking = o->timing == BENCH_CALL;
 }
 
 /* ---- output ------------------------------------------------------------- */
@@ -455,6 +510,42 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
   printf("#\n");
 }
 
+/* The rows' other half: per size and placement the fastest call (--timing
+ * call), the best and median busbw over passes, the spread (slowest pass's
+ * time / fastest's) and the CPU time per call (the best pass's, maximum
+ * over ranks). "#"-prefixed, so nccl-tests' parsers skip it. */
+static void print_passes(const table_t *t, const opts_t *o) {
+  printf("# Passes (%s): %d; busbw best and median over passes (GB/s), "
+         "spread = slowest / fastest pass, cpu = CPU time per call in the best "
+         "pass (us, user + sys of this process, max over ranks)%s\n",
+         t->b->name, o->passes,
+         o->timing == BENCH_CALL ? ", min = fastest call (us)" : "");
+  printf("# %10s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %7s  %8s  %7s  %7s  %6s  "
+         "%7s\n",
+         "size", "type", "redop", "root", "min", "best", "median", "spread",
+         "cpu", "min", "best", "median", "spread", "cpu");
+  printf("# %10s  %8s  %6s  %6s  %41s  %41s\n", "(B)", "", "", "",
+         "out-of-place", "in-place");
+  for (size_t i = 0; i < t->n; i++) {
+    const row_t *r = &t->rows[i];
+    printf("# %10li  %8s  %6s  %6i", (long)r->size, data_type_name(r->dtype),
+           data_op_name(r->op), r->root);
+    for (int ip = 0; ip < 2; ip++) {
+      char m[32] = "-";
+      if (r->time_us[ip] < 0) {
+        printf("  %8s  %7s  %7s  %6s  %7s", "N/A", "N/A", "N/A", "N/A", "N/A");
+        continue;
+      }
+      if (r->min_us[ip] >= 0)
+        time_str(m, sizeof m, r->min_us[ip]);
+      printf("  %8s  %7.2f  %7.2f  %6.2f  %7.2f", m, r->busbw[ip],
+             r->busbw_med[ip], r->spread[ip], r->cpu_us[ip]);
+    }
+    printf("\n");
+  }
+  printf("#\n");
+}
+
 /* SMs an all-gather occupies on device memory. Both sharc device paths
  * queue no kernel for it: the staged one (comm/gpu/path_staged.c)
  * cudaMemcpyAsync D2H and H2D and a stream wait (cuStreamWaitValue32 or a host
@@ -529,6 +620,35 @@ static void json_place(FILE *f, const row_t *r, int ip) {
             (long long)r->wrong[ip]);
 }
 
+/* The pass statistics of one placement (null where not run): busbw
+ * median, spread, fastest call (null with --timing stream), CPU time per
+ * call, and each pass's time and CPU time. */
+static void json_passes(FILE *f, const row_t *r, int ip) {
+  const char *p = ip ? "inplace_" : "";
+  if (r->time_us[ip] < 0) {
+    fprintf(f,
+            ", \"%sbusbw_median\": null, \"%sspread\": null, \"%smin_us\": "
+            "null, \"%scpu_us\": null, \"%spass_time_us\": null, "
+            "\"%spass_cpu_us\": null",
+            p, p, p, p, p, p);
+    return;
+  }
+  fprintf(f, ", \"%sbusbw_median\": %.4f, \"%sspread\": %.4f, ", p,
+          r->busbw_med[ip], p, r->spread[ip]);
+  if (r->min_us[ip] < 0)
+    fprintf(f, "\"%smin_us\": null", p);
+  else
+    fprintf(f, "\"%smin_us\": %.3f", p, r->min_us[ip]);
+  fprintf(f, ", \"%scpu_us\": %.3f, \"%spass_time_us\": [", p, r->cpu_us[ip],
+          p);
+  for (int k = 0; k < r->passes; k++)
+    fprintf(f, "%s%.3f", k ? ", " : "", r->pass_us[ip][k]);
+  fprintf(f, "], \"%spass_cpu_us\": [", p);
+  for (int k = 0; k < r->passes; k++)
+    fprintf(f, "%s%.3f", k ? ", " : "", r->pass_cpu_us[ip][k]);
+  fprintf(f, "]");
+}
+
 static void json_rows(FILE *f, const table_t *t, int *first) {
   for (size_t i = 0; f && i < t->n; i++) {
     const row_t *r = &t->rows[i];
@@ -541,6 +661,8 @@ static void json_rows(FILE *f, const table_t *t, int *first) {
     json_place(f, r, 0);
     fprintf(f, ", ");
     json_place(f, r, 1);
+    for (int ip = 0; ip < 2; ip++)
+      json_passes(f, r, ip);
     fprintf(f, "}");
     *first = 0;
   }
@@ -590,7 +712,7 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
         "warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n",
         o->minb, o->maxb, o->step_factor > 1 ? o->step_factor : o->step_bytes,
         o->step_factor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check);
-    if (o->blocking)
+    if (o->blocking && o->timing == BENCH_STREAM)
       printf("# Blocking Enabled: wait for completion and barrier after each "
              "collective \n");
     printf("#\n# Using devices\n");
@@ -613,6 +735,30 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
              sharc_version(), o->backend, o->compare ? " vs " : "",
              o->compare ? o->compare : "", b->nranks, b->nhosts, regs[o->reg],
              o->reg, o->blocking ? "blocking (-z 1)" : "stream (-z 0)");
+    if (o->timing == BENCH_CALL)
+      printf("# Timing: call (per iteration a barrier, t0, one operation "
+             "%s, t1; time = median over %d iterations of the slowest "
+             "rank's t1 - t0)",
+             o->blocking && !o->cuda ? "called blocking"
+                                     : "enqueued and synchronized",
+             o->iters);
+    else
+      printf("# Timing: stream (%d operations %s, then synchronize; time = "
+             "total / %d, %s over ranks)",
+             o->iters,
+             o->blocking ? "each blocking with a barrier after it"
+                         : "enqueued back to back",
+             o->iters,
+             (const char *[]){"rank 0's", "average", "minimum",
+                              "maximum"}[o->average]);
+    printf("; buffers %s; %d pass%s%s; CPU clock read cost %.3f us "
+           "(subtracted)\n",
+           o->cold ? "cold (--cold 1: moved by one footprint every iteration "
+                     "within 2 x maxBytes)"
+                   : "the same every iteration",
+           o->passes, o->passes > 1 ? "es" : "",
+           o->passes > 1 ? " (rows: the best pass)" : "",
+           bench_cpu_clock_cost() * 1e6);
     if (o->cuda && o->reg_asked)
       printf("# -R %d asked: registered device memory is not implemented yet "
              "(the staged path is all there is); running as -R 0\n",
@@ -662,6 +808,9 @@ int main(int argc, char **argv) {
               .root = 0,
               .average = 1,
               .limits = 1,
+              .blocking = -1, /* -z: by --timing */
+              .timing = -1,   /* by --mem */
+              .passes = 1,
               .backend = "sharc"};
   unsigned which; /* bit mask of coll_t */
   parse(argc, argv, &o, &which);
@@ -750,11 +899,14 @@ int main(int argc, char **argv) {
             "{\"nranks\": %d, \"nhosts\": %d, \"host\": \"%s\", \"backend\": "
             "\"%s\", \"compare\": \"%s\", \"registration\": %d, \"blocking\": "
             "%d, \"iters\": %d, \"warmup\": %d, \"sharc_check\": %d, "
-            "\"memory\": \"%s\"",
+            "\"memory\": \"%s\", \"timing\": \"%s\", \"cold\": %d, "
+            "\"passes\": %d, \"average\": %d, \"cpu_clock_cost_us\": %.4f",
             b->nranks, b->nhosts, host, o.backend, o.compare ? o.compare : "",
             o.reg, o.blocking, o.iters, o.warmup,
             getenv("SHARC_CHECK") ? atoi(getenv("SHARC_CHECK")) != 0 : 0,
-            o.cuda ? "cuda" : "host");
+            o.cuda ? "cuda" : "host",
+            o.timing == BENCH_CALL ? "call" : "stream", o.cold, o.passes,
+            o.average, bench_cpu_clock_cost() * 1e6);
     if (o.cuda) {
       char dev[160];
       bench_cuda_describe(dev, sizeof dev);
@@ -776,6 +928,26 @@ int main(int argc, char **argv) {
               "\"sharc_all_gather_sms\": 0}",
               lim.d2d, lim.one_gpu);
     fprintf(json, ", \"results\": [");
+  }
+
+  /* the sizes of the sweep, and a row per size and backend */
+  size_t nsizes = 0, *sizes = NULL;
+  for (size_t size = o.minb; size <= o.maxb;
+       size = o.step_factor > 1 ? size * o.step_factor : size + o.step_bytes) {
+    size_t *grown = realloc(sizes, (nsizes + 1) * sizeof *sizes);
+    if (!grown) {
+      fprintf(stderr, "sharc-bench: out of memory\n");
+      return 2;
+    }
+    sizes = grown;
+    sizes[nsizes++] = size;
+    if (size == 0)
+      break;
+  }
+  row_t *acc = calloc(2 * nsizes, sizeof *acc);
+  if (!acc) {
+    fprintf(stderr, "sharc-bench: out of memory\n");
+    return 2;
   }
 
   int errors = 0;
@@ -812,25 +984,30 @@ int main(int argc, char **argv) {
             if (ok[k])
               bench_warmup(bs[k], &o, &bu, (coll_t)c, dt, op, root);
           }
-          for (size_t size = o.minb; size <= o.maxb;
-               size = o.step_factor > 1 ? size * o.step_factor
-                                        : size + o.step_bytes) {
-            for (int k = 0; k < 2; k++) {
-              if (!ok[k])
-                continue;
-              row_t row = {.coll = (coll_t)c,
-                           .size = size,
-                           .dtype = dt,
-                           .op = op,
-                           .root = root};
-              bench_one(bs[k], &o, &bu, &row);
-              table_add(k ? &tp : &tm, &row);
-              if (!peer_b && b->rank == 0)
-                print_row(&row);
-            }
-            if (size == 0)
-              break;
-          }
+          /* pass by pass over every size, each size's rows kept until
+           * the last pass; the backends alternate on each size */
+          for (size_t si = 0; si < nsizes; si++)
+            for (int k = 0; k < 2; k++)
+              acc[2 * si + k] = (row_t){.coll = (coll_t)c,
+                                        .size = sizes[si],
+                                        .dtype = dt,
+                                        .op = op,
+                                        .root = root};
+          for (int pass = 0; pass < o.passes; pass++)
+            for (size_t si = 0; si < nsizes; si++)
+              for (int k = 0; k < 2; k++) {
+                if (!ok[k])
+                  continue;
+                row_t *row = &acc[2 * si + k];
+                row->size = sizes[si];
+                bench_one(bs[k], &o, &bu, row, pass);
+                if (pass < o.passes - 1)
+                  continue;
+                bench_passes_finish(bs[k], row);
+                table_add(k ? &tp : &tm, row);
+                if (!peer_b && b->rank == 0)
+                  print_row(row);
+              }
         }
       }
     }
@@ -844,6 +1021,7 @@ int main(int argc, char **argv) {
             print_row(&ts[k]->rows[i]);
         }
         print_footer(ts[k], limp, (coll_t)c, &o);
+        print_passes(ts[k], &o);
         if (c == C_AG && o.cuda)
           print_sms(ts[k]->b);
         json_rows(json, ts[k], &first);
@@ -859,6 +1037,8 @@ int main(int argc, char **argv) {
     fprintf(json, "\n]}\n");
     fclose(json);
   }
+  free(acc);
+  free(sizes);
   bench_buffers_free(&bu, &o);
   if (nb.finalize)
     nb.finalize(&nb);

@@ -2,16 +2,31 @@
  * bench_run.c - the timing and validation loop of sharc-bench, the same
  * for every backend (so sharc and its peers are timed by the same code).
  *
- * Per size and placement, as nccl-tests: fill inputs (when checking), one
- * synchronised operation, a barrier, then `iters` operations enqueued back
- * to back (-z 0) or each completed and followed by a barrier (-z 1), one
- * synchronize, time / iters combined over ranks as -a says; then `check`
- * validation runs on fresh inputs. Each iteration moves the buffers by one
- * operation's footprint (within maxBytes) so small sizes do not run out of
- * the same cache lines every time. With --mem cuda the buffers are device
- * memory: inputs are written on host mirrors and copied in, results copied
- * out and checked there, all outside the timed loop. Results that only the
- * root receives (reduce, gather) are checked on the root alone.
+ * Per size and placement: fill inputs (when checking), one synchronised
+ * operation, a barrier, then `iters` timed operations, one of two ways
+ * (--timing):
+ *   call   (OSU, IMB and the MPI libraries' own benchmarks): per iteration
+ *          a barrier, t0, one operation, completed (stream synchronized,
+ *          or a blocking call with -z 1), t1. The per-iteration maximum
+ *          over ranks of t1 - t0; the median over iterations is the time,
+ *          the minimum the fastest call.
+ *   stream (nccl-tests): the operations enqueued back to back (-z 0), or
+ *          each completed and followed by a barrier (-z 1), one
+ *          synchronize; time / iters combined over ranks as -a says.
+ * Then `check` validation runs on fresh inputs. The buffers are the same
+ * every iteration, as OSU and IMB keep them; --cold 1 moves them by one
+ * operation's footprint each iteration (nccl-tests' way) within twice
+ * maxBytes, so that every size, the largest too, rotates through at least
+ * two places. With --mem cuda the buffers are device memory: inputs are
+ * written on host mirrors and copied in, results copied out and checked
+ * there, all outside the timed loop. Results that only the root receives
+ * (reduce, gather) are checked on the root alone.
+ *
+ * CPU time per call: this process's CPU clock (user + sys of every thread,
+ * the library's own threads too) around each timed call (call) or the
+ * whole loop (stream), less what reading the clock itself adds; the
+ * maximum over ranks. A library that busy-polls while it waits shows a CPU
+ * time near its wall time; one that blocks, far less.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +45,39 @@ double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double bench_cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median of n values (sorts v). */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The process CPU clock is a system call that sums every thread's time:
+ * part of each read lands inside the interval it bounds. */
+double bench_cpu_clock_cost(void) {
+  static double cost = -1;
+  if (cost < 0) {
+    enum { N = 101 };
+    double v[N];
+    for (int k = 0; k < N; k++) {
+      double c0 = bench_cpu_now();
+      v[k] = bench_cpu_now() - c0;
+    }
+    cost = median(v, N);
+  }
+  return cost;
 }
 
 static void die(backend_t *b, int st, const char *what) {
@@ -139,8 +187,12 @@ static int cuda_alloc(buffers_t *bu, size_t n) {
 
 int bench_buffers_alloc(buffers_t *bu, const opts_t *o) {
   /* -R 0: malloc; 1: sharc_mem_alloc (peers map it); 2: malloc +
-   * sharc_mem_register. */
+   * sharc_mem_register. --cold 1: twice maxBytes, room to move the
+   * largest size too (else it would stay in place while smaller ones
+   * moved, and -R 1 there would be measured on other terms). */
   size_t n = o->maxb ? o->maxb : 64;
+  if (o->cold)
+    n *= 2;
   bu->bytes = n;
   bu->sbuf = bu->rbuf = bu->hs = bu->hr = NULL;
   bu->cuda = o->cuda;
@@ -259,13 +311,14 @@ typedef struct {
 } op_t;
 
 /* The send and receive pointers of iteration iter in the buffers (host 0)
- * or, host 1 with --mem cuda, at the same offsets in their host mirrors. */
+ * or, host 1 with --mem cuda, at the same offsets in their host mirrors.
+ * The same every iteration unless --cold 1. */
 static void place(const op_t *x, int inplace, int iter, int host, uint8_t **s,
                   uint8_t **r) {
   size_t total =
       x->sh.sendcount > x->sh.recvcount ? x->sh.sendcount : x->sh.recvcount;
   total *= x->sh.ts;
-  size_t steps = total ? x->bu->bytes / total : 1;
+  size_t steps = total && x->o->cold ? x->bu->bytes / total : 1;
   size_t shift = steps ? total * ((size_t)iter % steps) : 0;
   uint8_t *sb = (uint8_t *)(host ? x->bu->hs : x->bu->sbuf) + shift,
           *rb = (uint8_t *)(host ? x->bu->hr : x->bu->rbuf) + shift;
@@ -279,7 +332,8 @@ static void buffers_for(const op_t *x, int inplace, int iter, uint8_t **s,
   place(x, inplace, iter, 0, s, r);
 }
 
-static void start(const op_t *x, int inplace, int iter) {
+/* One operation: enqueued (-z 0) or blocking (-z 1). */
+static void issue(const op_t *x, int inplace, int iter) {
   uint8_t *s, *r;
   buffers_for(x, inplace, iter, &s, &r);
   backend_t *b = x->b;
@@ -288,13 +342,18 @@ static void start(const op_t *x, int inplace, int iter) {
               x->op < 0 ? SHARC_SUM : (sharc_op_t)x->op, x->root,
               x->o->blocking),
       bench_coll_names[x->c]);
-  if (x->o->blocking)
-    RUN(b, b->barrier(b), "barrier");
 }
 
 static void complete(const op_t *x) {
   if (!x->o->blocking)
     RUN(x->b, x->b->sync(x->b), "synchronize");
+}
+
+/* One step of the stream loop: -z 1 completes it and adds a barrier. */
+static void start(const op_t *x, int inplace, int iter) {
+  issue(x, inplace, iter);
+  if (x->o->blocking)
+    RUN(x->b, x->b->barrier(x->b), "barrier");
 }
 
 static void cuda_die(const op_t *x, const char *what) {
@@ -358,15 +417,75 @@ int bench_warmup(backend_t *b, const opts_t *o, buffers_t *bu, coll_t c,
   bench_timeout_arm(o->timeout);
   for (int k = 0; k < 2; k++) {
     op_t x = {b, o, bu, c, dt, op, root, shape(c, sizes[k], dt, b->nranks)};
-    for (int it = 0; it < o->warmup; it++)
-      start(&x, 0, it);
+    for (int it = 0; it < o->warmup; it++) {
+      if (o->timing == BENCH_CALL) { /* as the timed loop runs them */
+        RUN(b, b->barrier(b), "barrier");
+        issue(&x, 0, it);
+        complete(&x);
+      } else {
+        start(&x, 0, it);
+      }
+    }
     complete(&x);
   }
   bench_timeout_arm(0);
   return 0;
 }
 
-int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row) {
+/* --timing call: iters calls, each alone; *sec the median of the
+ * per-iteration maximum over ranks, *fast the least of them, *cpu the CPU
+ * time per call of this rank. */
+static void time_calls(const op_t *x, int ip, double *sec, double *fast,
+                       double *cpu) {
+  static double *mine, *all;
+  static int cap;
+  backend_t *b = x->b;
+  int n = x->o->iters;
+  if (n > cap) {
+    free(mine);
+    free(all);
+    mine = malloc((size_t)n * sizeof *mine);
+    all = malloc((size_t)n * sizeof *all);
+    if (!mine || !all) {
+      fprintf(stderr, "sharc-bench: out of memory (%d times)\n", n);
+      exit(2);
+    }
+    cap = n;
+  }
+  double used = 0;
+  for (int it = 0; it < n; it++) {
+    RUN(b, b->barrier(b), "barrier");
+    double c0 = bench_cpu_now();
+    double t0 = bench_now();
+    issue(x, ip, it);
+    complete(x);
+    double t1 = bench_now();
+    used += bench_cpu_now() - c0;
+    mine[it] = t1 - t0;
+  }
+  RUN(b, b->host_coll(b, C_AR, mine, all, (size_t)n, SHARC_F64, SHARC_MAX, 0),
+      "all_reduce(times)");
+  *sec = median(all, n); /* sorted: all[0] is the fastest */
+  *fast = all[0];
+  *cpu = used / n - bench_cpu_clock_cost();
+}
+
+/* --timing stream: the loop back to back; *cpu per call of this rank. */
+static void time_stream(const op_t *x, int ip, double *sec, double *cpu) {
+  backend_t *b = x->b;
+  int n = x->o->iters;
+  double c0 = bench_cpu_now();
+  double t0 = bench_now();
+  for (int it = 0; it < n; it++)
+    start(x, ip, it);
+  complete(x);
+  *sec = (bench_now() - t0) / n;
+  *cpu = (bench_cpu_now() - c0 - bench_cpu_clock_cost()) / n;
+  RUN(b, bench_allreduce_f64(b, sec, x->o->average), "all_reduce(time)");
+}
+
+int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row,
+              int pass) {
   op_t x = {b,          o,
             bu,         row->coll,
             row->dtype, row->op,
@@ -374,7 +493,12 @@ int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row) {
   size_t send_b = x.sh.sendcount * x.sh.ts, recv_b = x.sh.recvcount * x.sh.ts;
   size_t size = send_b > recv_b ? send_b : recv_b;
   row->count = x.sh.paramcount;
-  double factor = bench_bus_factor(row->coll, b->nranks);
+  /* algbw over the param count, as nccl-tests' getBw */
+  row->alg_bytes = (double)(x.sh.paramcount * x.sh.ts) *
+                   (per_block(row->coll) ? b->nranks : 1);
+  if (pass < BENCH_MAX_PASSES)
+    row->passes = pass + 1;
+  int slot = row->passes - 1;
   for (int ip = 0; ip < 2; ip++) {
     if (ip && b->inplace && !b->inplace(b, row->coll)) {
       row->time_us[ip] = -1; /* N/A: the same on every rank */
@@ -382,35 +506,68 @@ int bench_one(backend_t *b, const opts_t *o, buffers_t *bu, row_t *row) {
       row->wrong[ip] = -1;
       continue;
     }
+    if (pass == 0)
+      row->wrong[ip] = o->check ? 0 : -1;
+    row->time_us[ip] = 0;
     bench_timeout_arm(o->timeout);
     if (o->check)
       init_data(&x, ip);
-    start(&x, ip, 0);
+    issue(&x, ip, 0);
     complete(&x);
     RUN(b, b->barrier(b), "barrier");
-    double t0 = bench_now();
-    for (int it = 0; it < o->iters; it++)
-      start(&x, ip, it);
-    complete(&x);
-    double sec = (bench_now() - t0) / o->iters;
-    RUN(b, bench_allreduce_f64(b, &sec, o->average), "all_reduce(time)");
-    /* algbw over the param count, as nccl-tests' getBw */
-    double base = (double)(x.sh.paramcount * x.sh.ts) / 1e9 / sec;
-    row->time_us[ip] = sec * 1e6;
-    row->algbw[ip] = per_block(row->coll) ? base * b->nranks : base;
-    row->busbw[ip] = row->algbw[ip] * factor;
+    double sec, fast = -1, cpu;
+    if (o->timing == BENCH_CALL)
+      time_calls(&x, ip, &sec, &fast, &cpu);
+    else
+      time_stream(&x, ip, &sec, &cpu);
+    if (cpu < 0)
+      cpu = 0;
+    RUN(b, bench_allreduce_f64(b, &cpu, 3), "all_reduce(cpu time)");
+    row->pass_us[ip][slot] = sec * 1e6;
+    row->pass_min_us[ip][slot] = fast < 0 ? -1 : fast * 1e6;
+    row->pass_cpu_us[ip][slot] = cpu * 1e6;
     RUN(b, b->barrier(b), "barrier");
-    row->wrong[ip] = o->check ? 0 : -1;
     for (int k = 0; k < o->check; k++) {
       init_data(&x, ip);
-      start(&x, ip, 0);
+      issue(&x, ip, 0);
       complete(&x);
-      row->wrong[ip] = sum_i64(b, check_data(&x, ip));
-      if (row->wrong[ip])
+      int64_t w = sum_i64(b, check_data(&x, ip));
+      if (w > row->wrong[ip])
+        row->wrong[ip] = w;
+      if (w)
         break;
     }
     bench_timeout_arm(0);
   }
   row->size = size;
   return 0;
+}
+
+void bench_passes_finish(backend_t *b, row_t *row) {
+  double factor = bench_bus_factor(row->coll, b->nranks);
+  int n = row->passes;
+  for (int ip = 0; ip < 2; ip++) {
+    if (row->time_us[ip] < 0)
+      continue;
+    double t[BENCH_MAX_PASSES], bw[BENCH_MAX_PASSES];
+    double best = row->pass_us[ip][0], worst = best, fast = -1;
+    int bp = 0; /* the best pass */
+    for (int p = 0; p < n; p++) {
+      t[p] = row->pass_us[ip][p];
+      bp = t[p] < best ? p : bp;
+      best = t[p] < best ? t[p] : best;
+      worst = t[p] > worst ? t[p] : worst;
+      bw[p] = t[p] > 0 ? row->alg_bytes / 1e3 / t[p] * factor : 0;
+      double m = row->pass_min_us[ip][p];
+      if (m >= 0 && (fast < 0 || m < fast))
+        fast = m;
+    }
+    row->time_us[ip] = best;
+    row->algbw[ip] = best > 0 ? row->alg_bytes / 1e3 / best : 0;
+    row->busbw[ip] = row->algbw[ip] * factor;
+    row->busbw_med[ip] = median(bw, n);
+    row->spread[ip] = best > 0 ? worst / best : 1;
+    row->min_us[ip] = fast;
+    row->cpu_us[ip] = row->pass_cpu_us[ip][bp];
+  }
 }

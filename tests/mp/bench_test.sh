@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sharc-bench end to end: nccl-tests layout, validation, JSON, the corruption
-# switch, (mode mpi) --compare mpi under mpirun, (mode hydra) sharc
+# switch, --timing call|stream with --passes and --cold, (mode mpi)
+# --compare mpi under mpirun (both timings), (mode hydra) sharc
 # started by MPICH's mpiexec, and (mode cuda) --mem cuda: 2 ranks on the
 # GPU, or exit 77 with the bench's SKIP line where there is none.
 #   bench_test.sh SHARCRUN SHARC_BENCH [core|mpi|hydra|cuda]
@@ -39,6 +40,12 @@ if [ "$mode" = mpi ]; then
   [ "$rows" -gt 0 ] && [ "$wrong" = 0 ] || fail "compare rows $rows wrong $wrong"
   python3 -m json.tool "$tmp/c.json" >/dev/null || fail "compare JSON invalid"
   grep -q '^# MPI library: ' "$tmp/c.out" || fail "no '# MPI library' line"
+  # the peer through the same stream loop, 2 passes
+  timeout 100 mpirun -np 2 --oversubscribe --mca btl self,vader "$bench" all_reduce,broadcast \
+    -b 8 -e 4K -f 8 -n 3 -w 1 --limits 0 --compare mpi --timing stream --passes 2 \
+    >"$tmp/s.out" 2>&1 || { cat "$tmp/s.out"; fail "--compare mpi --timing stream exited $?"; }
+  [ "$(grep -c '^# Out of bounds values : 0 OK' "$tmp/s.out")" = 4 ] || fail "--timing stream: not 4 OK tables"
+  [ "$(grep -c '^# Passes (mpi): 2; ' "$tmp/s.out")" = 2 ] || fail "--timing stream: not 2 mpi passes tables"
   echo "PASS: --compare mpi ($rows rows)"
   exit 0
 fi
@@ -119,9 +126,49 @@ grep -q '^# Out of bounds values : [1-9][0-9]* FAILED$' "$tmp/bad.out" || fail "
 read -r rows wrong < <(parse "$tmp/bad.out")
 [ "$wrong" -gt 0 ] || fail "corrupted run shows #wrong 0"
 
+# --timing call (-z 0: each call enqueued and synchronized) and stream
+# (--cold 1: buffers moved every iteration), 2 passes, data checked: the
+# rows, the passes tables and the JSON's pass statistics
+for t in call stream; do
+  if [ $t = call ]; then extra=(-z 0); else extra=(--cold 1); fi
+  "$run" -n 2 --no-prefix --timeout 50 "$bench" all_gather,reduce_scatter,all_reduce,broadcast \
+    -b 8 -e 32K -f 8 -n 3 -w 1 -c 1 --limits 0 --timing $t --passes 2 "${extra[@]}" \
+    -J "$tmp/$t.json" >"$tmp/$t.out" 2>&1
+  trc=$?
+  [ $trc -eq 0 ] || { cat "$tmp/$t.out"; fail "--timing $t exited $trc"; }
+  grep -q "^# Timing: $t " "$tmp/$t.out" || fail "--timing $t: no '# Timing: $t' line"
+  [ "$(grep -c '^# Out of bounds values : 0 OK$' "$tmp/$t.out")" = 4 ] || fail "--timing $t: not four OK tables"
+  [ "$(grep -c '^# Passes (sharc): 2; ' "$tmp/$t.out")" = 4 ] || fail "--timing $t: not four passes tables"
+  read -r trows twrong < <(parse "$tmp/$t.out")
+  [ "$trows" = 20 ] && [ "$twrong" = 0 ] || { cat "$tmp/$t.out"; fail "--timing $t: rows $trows wrong $twrong (want 20, 0)"; }
+  python3 - "$tmp/$t.json" $t <<'PY' || fail "--timing $t: JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = sys.argv[2]
+assert d["timing"] == t and d["passes"] == 2, (d["timing"], d["passes"])
+assert d["cold"] == (t == "stream"), d["cold"]
+assert len(d["results"]) == 20, len(d["results"])
+for r in d["results"]:
+    for p in ("", "inplace_"):
+        assert r[p + "wrong"] == 0, r
+        assert len(r[p + "pass_time_us"]) == 2, r
+        assert r[p + "time_us"] == min(r[p + "pass_time_us"]), r
+        assert r[p + "spread"] >= 1.0 and r[p + "cpu_us"] >= 0, r
+        assert r[p + "busbw_median"] <= r[p + "busbw"] * 1.001 + 1e-4, r
+        assert (r[p + "min_us"] is None) == (t == "stream"), r
+PY
+done
+grep -q 'one operation enqueued and synchronized' "$tmp/call.out" || fail "--timing call -z 0: header does not say how the call completes"
+grep -q 'one operation called blocking' "$tmp/ok.out" || fail "default run: not --timing call with blocking calls"
+grep -q 'buffers cold (--cold 1' "$tmp/stream.out" || fail "--cold 1 not named in the header"
+
 # bad usage: exit 2 with a message
 "$run" -n 1 --no-prefix "$bench" all_reduce -a 7 >"$tmp/use.out" 2>&1
 [ $? -eq 2 ] && grep -q -- "-a takes" "$tmp/use.out" || fail "bad -a not refused"
 "$run" -n 1 --no-prefix "$bench" all_reduce --backend nccl >"$tmp/nccl.out" 2>&1
 [ $? -eq 2 ] && grep -q "pass --mem cuda" "$tmp/nccl.out" || fail "--backend nccl without --mem cuda not refused clearly"
+"$run" -n 1 --no-prefix "$bench" all_reduce --timing burst >"$tmp/tm.out" 2>&1
+[ $? -eq 2 ] && grep -q -- "--timing: call or stream" "$tmp/tm.out" || fail "bad --timing not refused"
+"$run" -n 1 --no-prefix "$bench" all_reduce --passes 0 >"$tmp/ps.out" 2>&1
+[ $? -eq 2 ] && grep -q -- "--passes takes" "$tmp/ps.out" || fail "--passes 0 not refused"
 echo "PASS: sharc-bench ($rows rows; corrupted run: #wrong $wrong, exit $rc)"

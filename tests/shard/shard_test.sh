@@ -32,10 +32,12 @@
 #                           reference (its noise, as parity); --offload
 #                           changes where the state lives (memory report)
 #                           and not one bit of the losses; bf16 equals host
-#                           bf16 and converges; a device checkpoint resumes
-#                           on the host and the reverse; a rank killed
-#                           mid-step is named by every other (--quick:
-#                           fewer).
+#                           bf16 and converges; micro-batches, recomputed
+#                           activations, clipping with SGD momentum and
+#                           (gpt) the held-out evaluation match the host;
+#                           a device checkpoint resumes on the host and the
+#                           reverse; a rank killed mid-step is named by
+#                           every other (--quick: fewer).
 #                           Skipped (77) without a usable CUDA device: on
 #                           softcuda (ctest's gpu.train.*) they run
 # Every comparison of runs that group their sums differently (more ranks,
@@ -195,6 +197,14 @@ PY
     train dload 2 "$@" --device cuda --load "$W/hck" &&
     same ref dload --steps 11:20
   [ "$QUICK" = --quick ] && return
+  # micro-batches and recomputed activations; clipping by the device's
+  # gradient norm with SGD momentum (the norm's partial sums and the SGD
+  # kernel), against a host reference of its own
+  train dev_micro 2 "$@" --device cuda --micro 2 --checkpoint-activations &&
+    same ref dev_micro
+  local clip=(--clip 0.5 --optim sgd --lr 0.05 --momentum 0.9)
+  reference refclip 1 "$@" "${clip[@]}" &&
+    train dev_clip 2 "$@" --device cuda "${clip[@]}" && same refclip dev_clip
   # bf16 gathers and compute copies on the device: as on the host
   reference refbf 1 "$@" --mp bf16 &&
     train dev_bf16 2 "$@" --device cuda --mp bf16 && same refbf dev_bf16 &&
@@ -395,8 +405,9 @@ device-cnn)
   device --model cnn --synthetic --steps 20 --batch 16 --lr 3e-4 --seed 3
   ;;
 device-gpt)
+  # --eval 1: every run's held-out loss is checked against the host's too
   device --model gpt --gpt-size tiny --data "$SRC/tests/shard/corpus.txt" \
-    --steps 20 --batch 8 --lr 1e-3 --seed 5
+    --steps 20 --batch 8 --lr 1e-3 --seed 5 --eval 1
   ;;
 trace)
   args=(--model gpt --gpt-size tiny --data "$SRC/tests/shard/corpus.txt" --batch 8

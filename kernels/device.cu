@@ -267,6 +267,33 @@ cudaError_t current_sm_count(int *out) {
   return cudaSuccess;
 }
 
+/* Blocks of kThreads for work steps: one per kThreads steps, at most
+ * kBlocksPerSm per multiprocessor (grid-stride loops do the rest). */
+cudaError_t grid_blocks(size_t work, size_t *blocks) {
+  int sms = 1;
+  cudaError_t err = current_sm_count(&sms);
+  if (err != cudaSuccess)
+    return err;
+  *blocks = (work + kThreads - 1) / kThreads;
+  if (*blocks > (size_t)sms * kBlocksPerSm)
+    *blocks = (size_t)sms * kBlocksPerSm;
+  return cudaSuccess;
+}
+
+/* The element operation of a sharc_op_t (SHARC_AVG sums). */
+int kernel_op(sharc_op_t op) {
+  switch (op) {
+  case SHARC_PROD:
+    return OP_PROD;
+  case SHARC_MIN:
+    return OP_MIN;
+  case SHARC_MAX:
+    return OP_MAX;
+  default:
+    return OP_SUM;
+  }
+}
+
 /* Splits [0, n) into head / vectors / tail (see elementwise) and launches.
  * Pointers were checked non-NULL; for OP_DIV, b == a. */
 int launch(sharc_dtype_t dtype, int op, void *dst, const void *a, const void *b,
@@ -287,14 +314,10 @@ int launch(sharc_dtype_t dtype, int op, void *dst, const void *a, const void *b,
   const size_t nscalar = n - nvec * per_vec;
   const size_t work = nvec > nscalar ? nvec : nscalar; /* steps, > 0 */
 
-  int sms = 1;
-  cudaError_t err = current_sm_count(&sms);
+  size_t blocks = 0;
+  cudaError_t err = grid_blocks(work, &blocks);
   if (err != cudaSuccess)
     return (int)err;
-  size_t blocks = (work + kThreads - 1) / kThreads;
-  const size_t max_blocks = (size_t)sms * kBlocksPerSm;
-  if (blocks > max_blocks)
-    blocks = max_blocks;
 
   void *args[] = {&dst, &a, &b, &n, &head, &nvec, &divisor};
   /* The typed pointer (the runtime's template overload): softcuda's
@@ -447,14 +470,7 @@ int kernel_dev_reduce(sharc_dtype_t dtype, sharc_op_t op, void *dst,
     return 0;
   if (dst == nullptr || a == nullptr || b == nullptr)
     return (int)cudaErrorInvalidValue;
-  int kop = OP_SUM; /* SHARC_SUM and SHARC_AVG */
-  if (op == SHARC_PROD)
-    kop = OP_PROD;
-  else if (op == SHARC_MIN)
-    kop = OP_MIN;
-  else if (op == SHARC_MAX)
-    kop = OP_MAX;
-  return launch(dtype, kop, dst, a, b, n, 1, cuda_stream);
+  return launch(dtype, kernel_op(op), dst, a, b, n, 1, cuda_stream);
 }
 
 int kernel_dev_div(sharc_dtype_t dtype, void *buf, size_t n, int divisor,
@@ -494,21 +510,11 @@ int kernel_dev_reduce_n(sharc_dtype_t dtype, sharc_op_t op, void *dst,
       return (int)cudaErrorInvalidValue;
   if ((uintptr_t)dst % es != 0)
     return (int)cudaErrorInvalidValue;
-  int kop = OP_SUM; /* SHARC_SUM and SHARC_AVG */
-  if (op == SHARC_PROD)
-    kop = OP_PROD;
-  else if (op == SHARC_MIN)
-    kop = OP_MIN;
-  else if (op == SHARC_MAX)
-    kop = OP_MAX;
-  const reduce_n_fn fn = pick_reduce_n(dtype, kop);
-  int sms = 1;
-  cudaError_t err = current_sm_count(&sms);
+  const reduce_n_fn fn = pick_reduce_n(dtype, kernel_op(op));
+  size_t blocks = 0;
+  cudaError_t err = grid_blocks(n, &blocks);
   if (err != cudaSuccess)
     return (int)err;
-  size_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > (size_t)sms * kBlocksPerSm)
-    blocks = (size_t)sms * kBlocksPerSm;
   /* kMaxSrcs at a time; later kernels start from dst */
   for (int done = 0; done < nsrc;) {
     const void *s[kMaxSrcs] = {nullptr};
@@ -545,13 +551,10 @@ int kernel_dev_convert(void *dst, sharc_dtype_t dst_type, const void *src,
     return (int)cudaErrorInvalidValue;
   if (n == 0)
     return 0;
-  int sms = 1;
-  cudaError_t err = current_sm_count(&sms);
+  size_t blocks = 0;
+  cudaError_t err = grid_blocks(n, &blocks);
   if (err != cudaSuccess)
     return (int)err;
-  size_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > (size_t)sms * kBlocksPerSm)
-    blocks = (size_t)sms * kBlocksPerSm;
   void *args[] = {&dst, &src, &n};
   return (int)cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(kThreads), args,
                                0, static_cast<cudaStream_t>(cuda_stream));

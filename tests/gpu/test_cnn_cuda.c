@@ -57,18 +57,6 @@ static int passed, failed;
 static double worst_ratio; /* largest |cuda - ref| / tolerance seen */
 static int near_ties;
 
-/* One check; the first 40 failures are printed. */
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (cond) {                                                                \
-      passed++;                                                                \
-    } else if (failed++ < 40) {                                                \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                              \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-    }                                                                          \
-  } while (0)
-
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void) {
   uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);

@@ -42,18 +42,6 @@
 
 static int passed, failed;
 
-/* One check; the first 40 failures are printed. */
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (cond) {                                                                \
-      passed++;                                                                \
-    } else if (failed++ < 40) {                                                \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                              \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-    }                                                                          \
-  } while (0)
-
 /* A call that must return want. */
 #define IS(call, want)                                                         \
   do {                                                                         \

@@ -48,17 +48,6 @@
 
 static int passed, failed, verbose;
 
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (cond) {                                                                \
-      passed++;                                                                \
-    } else if (failed++ < 40) {                                                \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                              \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-    }                                                                          \
-  } while (0)
-
 static const double U = 0x1p-24; /* f32 unit roundoff */
 static const uint64_t SEED = 1234;
 

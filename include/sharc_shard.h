@@ -94,8 +94,9 @@ typedef struct {
 #define SHARC_STAGE_STATS 2
 
 /* What a forward or backward callback receives. Tensor pointers are f32,
- * in the shapes of the unit's sharc_param_spec_t. Buffers are 64-byte
- * aligned (256 for a CUDA model).
+ * in the shapes of the unit's sharc_param_spec_t, packed (params[k] and
+ * grads[k] are 4-byte aligned); in, out, dout, din, saved and scratch are
+ * 64-byte aligned (256 for a CUDA model).
  *
  * A SHARC_DEVICE_CUDA model gets every buffer below in device memory
  * except the batch: batch->x and batch->y (and so stage 0's in) stay the
@@ -223,6 +224,10 @@ typedef struct {
   size_t total;
   size_t device; /* of total, the bytes in device memory (GPU training;
                   * under offload the sharded state is host memory) */
+  size_t cached; /* GPU training: freed device memory the engine keeps for
+                  * reuse (not in total): peak, the most during the step;
+                  * now, after the step released what the step did not
+                  * reuse */
 } sharc_mem_bytes_t;
 
 typedef struct {

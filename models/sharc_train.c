@@ -393,9 +393,9 @@ static void json_mem(FILE *f, const char *key, const sharc_mem_bytes_t *m) {
   fprintf(f,
           "\"%s\":{\"param_slices\":%zu,\"grad_slices\":%zu,\"optim\":%zu,"
           "\"gathered\":%zu,\"unsharded_grads\":%zu,\"activations\":%zu,"
-          "\"total\":%zu,\"device\":%zu}",
+          "\"total\":%zu,\"device\":%zu,\"cached\":%zu}",
           key, m->param_slices, m->grad_slices, m->optim, m->gathered,
-          m->unsharded_grads, m->activations, m->total, m->device);
+          m->unsharded_grads, m->activations, m->total, m->device, m->cached);
 }
 
 static int check(sharc_status_t st, sharc_shard_t e, const char *what,

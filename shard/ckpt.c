@@ -201,7 +201,8 @@ static int build_meta(struct sharc_shard *e, int full, ckpt_meta_t *m) {
  * every gather even after a local write error, so ranks stay in step;
  * returns the first error. */
 static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
-                                 int full, float *buf, uint64_t *sum) {
+                                 int full, float *buf, float *hslice,
+                                 uint64_t *sum) {
   int writer = full ? e->world_rank == 0 : 1;
   int rep_rank = 0;
   sharc_comm_rank(e->rep_comm, &rep_rank);
@@ -221,15 +222,6 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
                     path, strerror(errno));
   }
   uint64_t h = CKPT_FNV0;
-  float *hslice = NULL; /* GPU training: a slice copied to the host */
-  if (eng_at(e, MEM_PSLICE) == AT_DEV) {
-    size_t most = 1;
-    for (int u = 0; u < e->model->nunits; u++)
-      if (e->units[u].lay.slice > most)
-        most = e->units[u].lay.slice;
-    if (!(hslice = malloc(most * sizeof(float))) && st == SHARC_OK)
-      st = eng_fail(e, SHARC_ERR_NO_MEM, "checkpoint: out of memory");
-  }
   for (int u = 0; u < e->model->nunits; u++) {
     eunit_t *U = &e->units[u];
     for (int s = 0; s < nstates(e); s++) {
@@ -246,7 +238,6 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
         if (s2 != SHARC_OK) { /* the communicator is gone: stop here */
           if (fd >= 0)
             close(fd);
-          free(hslice);
           return s2;
         }
         src = buf;
@@ -262,7 +253,6 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
       }
     }
   }
-  free(hslice);
   if (fd >= 0) {
     if (st == SHARC_OK && fsync(fd) != 0)
       st = eng_fail(e, SHARC_ERR_SYSTEM, "checkpoint: fsync %s: %s", path,
@@ -382,7 +372,7 @@ sharc_status_t sharc_shard_save(sharc_shard_t e, const char *dir,
    * agreement, so no rank leaves the others inside a collective. */
   int ok = 1;
   ckpt_meta_t m;
-  float *buf = NULL;
+  float *buf = NULL, *hslice = NULL; /* hslice: GPU training's slice */
   if (build_meta(e, full, &m) != 0) {
     ok = 0;
     eng_fail(e, SHARC_ERR_NO_MEM, "checkpoint: out of memory");
@@ -396,6 +386,17 @@ sharc_status_t sharc_shard_save(sharc_shard_t e, const char *dir,
       ok = 0;
       eng_fail(e, SHARC_ERR_NO_MEM,
                "checkpoint: out of memory for a %zu-element unit", most);
+    }
+  }
+  if (ok && eng_at(e, MEM_PSLICE) == AT_DEV) { /* copied to the host */
+    size_t most = 1;
+    for (int u = 0; u < e->model->nunits; u++)
+      if (e->units[u].lay.slice > most)
+        most = e->units[u].lay.slice;
+    if (!(hslice = malloc(most * sizeof(float)))) {
+      ok = 0;
+      eng_fail(e, SHARC_ERR_NO_MEM,
+               "checkpoint: out of memory for a %zu-element slice", most);
     }
   }
   if (ok && e->world_rank == 0) {
@@ -421,7 +422,7 @@ sharc_status_t sharc_shard_save(sharc_shard_t e, const char *dir,
               : SHARC_ERR_SYSTEM;
   uint64_t sum = 0;
   if (st == SHARC_OK) {
-    st = write_data(e, tmpdir, full, buf, &sum);
+    st = write_data(e, tmpdir, full, buf, hslice, &sum);
     ok = st == SHARC_OK;
     /* every file's checksum to every rank: one writer per file adds it */
     m.file_sums[full ? 0 : e->shard_rank] = sum;
@@ -453,6 +454,7 @@ sharc_status_t sharc_shard_save(sharc_shard_t e, const char *dir,
                     "checkpoint: rank 0 could not publish %s/%s", dir, name);
   }
   free(buf);
+  free(hslice);
   ckpt_meta_free(&m);
   return st;
 }
@@ -701,6 +703,8 @@ sharc_status_t sharc_shard_load(sharc_shard_t e, const char *dir) {
       }
     e->steps = m.steps;
     e->opt_steps = states == m.states ? m.optim_steps : 0;
+    if (st != SHARC_OK) /* a device copy failed after the ranks agreed: */
+      e->failed = 1;    /* this rank is half loaded, its peers are not */
   }
   for (int i = 0; tmp && i < nu * 3; i++)
     free(tmp[i]);

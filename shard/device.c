@@ -25,20 +25,25 @@
 #define CS(d) ((cudaStream_t)(d)->compute)
 #define MS(d) ((cudaStream_t)(d)->comm)
 
-/* SHARC_OK for cudaSuccess; otherwise the message, naming what failed. */
+/* SHARC_OK for cudaSuccess; otherwise SHARC_ERR_CUDA and the message,
+ * naming what failed, unless the engine has one already: after a failure
+ * the cleanup's waits fail too (a CUDA error is sticky), and the first
+ * message is the one that says what went wrong. */
 static sharc_status_t check(devctx_t *d, cudaError_t err, const char *what) {
   if (err == cudaSuccess)
     return SHARC_OK;
   (void)cudaGetLastError();
-  snprintf(d->err, d->errlen, "shard: %s: %s: %s", what, cudaGetErrorName(err),
-           cudaGetErrorString(err));
+  if (!d->err[0])
+    snprintf(d->err, d->errlen, "shard: %s: %s: %s", what,
+             cudaGetErrorName(err), cudaGetErrorString(err));
   return SHARC_ERR_CUDA;
 }
 
 struct devblk {
   void *p;
   size_t bytes;
-  void *ev; /* cudaEvent_t recorded on compute when it was freed */
+  void *ev;       /* cudaEvent_t recorded on compute when it was freed */
+  unsigned epoch; /* devctx_t.epoch then */
   devblk_t *next;
 };
 
@@ -114,6 +119,25 @@ void dev_events_free(void *gather, void *reduce) {
     cudaEventDestroy((cudaEvent_t)reduce);
 }
 
+void dev_trim(devctx_t *d) {
+  for (devblk_t **pb = &d->cache; *pb;) {
+    devblk_t *b = *pb;
+    if (b->epoch == d->epoch) { /* freed during this step */
+      pb = &b->next;
+      continue;
+    }
+    *pb = b->next;
+    d->cached -= b->bytes;
+    cudaEventSynchronize((cudaEvent_t)b->ev);
+    cudaEventDestroy((cudaEvent_t)b->ev);
+    cudaFree(b->p);
+    free(b);
+  }
+  (void)cudaGetLastError();
+  d->epoch++;
+  d->cached_peak = d->cached;
+}
+
 void *dev_alloc(devctx_t *d, int pinned, size_t bytes, int for_comm) {
   void *p = NULL;
   if (pinned) {
@@ -158,9 +182,12 @@ void dev_free(devctx_t *d, int pinned, void *p, size_t bytes) {
   if (b &&
       cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
       cudaEventRecord(ev, CS(d)) == cudaSuccess) {
-    *b = (devblk_t){.p = p, .bytes = bytes, .ev = ev, .next = d->cache};
+    *b = (devblk_t){
+        .p = p, .bytes = bytes, .ev = ev, .epoch = d->epoch, .next = d->cache};
     d->cache = b;
     d->cached += bytes;
+    if (d->cached > d->cached_peak)
+      d->cached_peak = d->cached;
     return;
   }
   /* no event: free it the slow way */
@@ -239,6 +266,7 @@ void *dev_alloc(devctx_t *d, int pinned, size_t bytes, int for_comm) {
 void dev_free(devctx_t *d, int pinned, void *p, size_t bytes) {
   (void)d, (void)pinned, (void)p, (void)bytes;
 }
+void dev_trim(devctx_t *d) { (void)d; }
 sharc_status_t dev_zero(devctx_t *d, void *p, size_t bytes) {
   (void)p, (void)bytes;
   return no_cuda(d);

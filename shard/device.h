@@ -17,14 +17,16 @@
 typedef struct devblk devblk_t; /* a freed block kept for reuse */
 
 typedef struct {
-  void *compute;    /* cudaStream_t: the model's callbacks, the optimizer */
-  void *comm;       /* cudaStream_t: the collectives (the engine's sharc
-                     * stream is bound to it) */
-  void *grads_ev;   /* cudaEvent_t: comm waits for backward's gradients */
-  double *partials; /* device: the gradient norm's partial sums */
-  devblk_t *cache;  /* freed device blocks, by size (dev_free) */
-  size_t cached;    /* their bytes */
-  char *err;        /* where messages go */
+  void *compute;      /* cudaStream_t: the model's callbacks, the optimizer */
+  void *comm;         /* cudaStream_t: the collectives (the engine's sharc
+                       * stream is bound to it) */
+  void *grads_ev;     /* cudaEvent_t: comm waits for backward's gradients */
+  double *partials;   /* device: the gradient norm's partial sums */
+  devblk_t *cache;    /* freed device blocks, by size (dev_free) */
+  size_t cached;      /* their bytes */
+  size_t cached_peak; /* the most since dev_trim */
+  unsigned epoch;     /* dev_trim calls so far */
+  char *err;          /* where messages go */
   size_t errlen;
 } devctx_t;
 
@@ -50,6 +52,10 @@ void *dev_alloc(devctx_t *d, int pinned, size_t bytes, int for_comm);
  * on compute is stream-ordered and reuse on comm waits for the event. The
  * host never waits here. */
 void dev_free(devctx_t *d, int pinned, void *p, size_t bytes);
+/* At the end of a step: frees the cached blocks the step did not reuse
+ * (freed before it began), so a size that stopped recurring (another
+ * batch size, an evaluation) does not hold device memory; blocking. */
+void dev_trim(devctx_t *d);
 /* Zeroes device memory, queued on compute. */
 sharc_status_t dev_zero(devctx_t *d, void *p, size_t bytes);
 /* Copies in any direction after compute's earlier work; blocking. */

@@ -148,7 +148,7 @@ sharc_status_t eng_copy(struct sharc_shard *e, void *dst, const void *src,
 }
 
 void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
-                    size_t total, sharc_mem_bytes_t *out) {
+                    size_t total, size_t cached, sharc_mem_bytes_t *out) {
   out->param_slices = cats[MEM_PSLICE];
   out->grad_slices = cats[MEM_GSLICE];
   out->optim = cats[MEM_OPTIM];
@@ -156,6 +156,7 @@ void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
   out->unsharded_grads = cats[MEM_UGRAD];
   out->activations = cats[MEM_ACT];
   out->total = total;
+  out->cached = cached;
   out->device = 0;
   for (int c = 0; c < MEM_NCAT; c++)
     if (eng_at(e, c) == AT_DEV)
@@ -199,10 +200,12 @@ sharc_status_t eng_gather(struct sharc_shard *e, int u) {
                                  SHARC_F32, U->lay.slice, e->dv.comm)
             : sharc_convert(U->send_lp, e->cfg.param_dtype, U->master,
                             SHARC_F32, U->lay.slice);
-    if (cst != SHARC_OK)
+    if (cst != SHARC_OK) {
+      eng_free(e, MEM_GATHERED, U->gathered, pad * e->psize);
+      U->gathered = NULL;
       return eng_fail(e, cst, "shard: unit %d: %s parameters: %s", u,
-                      sharc_dtype_name(e->cfg.param_dtype),
-                      sharc_status_string(cst));
+                      sharc_dtype_name(e->cfg.param_dtype), sharc_last_error());
+    }
     src = U->send_lp;
   }
   sharc_status_t st = eng_coll_begin(e, "all_gather", u);
@@ -242,8 +245,10 @@ sharc_status_t eng_ready(struct sharc_shard *e, int u) {
   double t1 = eng_now();
   e->t_exposed += t1 - t0;
   trace_span(&e->tr, "wait all_gather", u, t0, t1, e->steps);
-  if (st != SHARC_OK)
-    return eng_coll_fail(e, st, "all-gather", u);
+  if (st != SHARC_OK) /* a CUDA error has its message (device.c) */
+    return st == SHARC_ERR_CUDA && e->dev
+               ? st
+               : eng_coll_fail(e, st, "all-gather", u);
   size_t pad = U->lay.padded;
   if (e->cfg.param_dtype == SHARC_F32) {
     U->compute = U->gathered;
@@ -344,7 +349,9 @@ sharc_status_t eng_reap(struct sharc_shard *e, int wait) {
     else
       st = sharc_event_query(U->reduce_ev, &done);
     if (st != SHARC_OK && first == SHARC_OK)
-      first = eng_coll_fail(e, st, "gradient reduction", u);
+      first = st == SHARC_ERR_CUDA && e->dev
+                  ? st /* its message is set (device.c) */
+                  : eng_coll_fail(e, st, "gradient reduction", u);
     if (!done && st == SHARC_OK)
       continue;
     if (st != SHARC_OK) /* the stream is dead: wait it out before freeing */

@@ -96,7 +96,7 @@ void *eng_alloc(struct sharc_shard *e, int cat, size_t bytes);
 void *eng_calloc(struct sharc_shard *e, int cat, size_t bytes);
 void eng_free(struct sharc_shard *e, int cat, void *p, size_t bytes);
 void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
-                    size_t total, sharc_mem_bytes_t *out);
+                    size_t total, size_t cached, sharc_mem_bytes_t *out);
 double eng_now(void);
 /* The refusal of every call after a failed step or evaluation. */
 sharc_status_t eng_failed_before(struct sharc_shard *e);
@@ -123,7 +123,9 @@ int eng_at(const struct sharc_shard *e, int cat);
 sharc_status_t eng_copy(struct sharc_shard *e, void *dst, const void *src,
                         size_t bytes);
 
-#define OPTIM_PARTS_BYTES (4096 * sizeof(double)) /* OPTIM_DEV_PARTS */
+/* The gradient norm's partial sums in GPU training (OPTIM_DEV_PARTS). */
+#define OPTIM_PARTS 4096
+#define OPTIM_PARTS_BYTES (OPTIM_PARTS * sizeof(double))
 
 /* optim.c: clip and step on the local slices; *norm = global norm. */
 sharc_status_t optim_step(struct sharc_shard *e, double *norm);

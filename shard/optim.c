@@ -115,17 +115,42 @@ static void adamw_dev_run(struct sharc_shard *e, eunit_t *U, size_t a, size_t b,
 }
 #endif
 
+/* sumsq_run in optim_dev_sumsq's order: part[t] += the sum of the run's
+ * g[i]^2 over i = t mod OPTIM_PARTS, so that GPU training with offload
+ * (the state on the host) gets the device's norm bit for bit. */
+static void sumsq_parts_run(struct sharc_shard *e, eunit_t *U, size_t a,
+                            size_t b, int no_decay, void *arg) {
+  double *part = arg;
+  const float *g = U->grad_slice + a;
+  for (size_t t = 0; t < OPTIM_PARTS && t < b - a; t++) {
+    double acc = 0;
+    for (size_t i = t; i < b - a; i += OPTIM_PARTS)
+      acc += (double)g[i] * g[i];
+    part[t] += acc;
+  }
+  (void)e;
+  (void)no_decay;
+}
+
 /* This rank's sum of squared gradients. */
 static sharc_status_t local_sumsq(struct sharc_shard *e, double *sq) {
   const sharc_model_t *m = e->model;
   *sq = 0;
-  if (eng_at(e, MEM_GSLICE) != AT_DEV) {
+  if (!e->dev) {
     for (int u = 0; u < m->nunits; u++)
       slice_runs(e, u, sumsq_run, sq);
     return SHARC_OK;
   }
+  double part[OPTIM_PARTS] = {0};
+  if (eng_at(e, MEM_GSLICE) != AT_DEV) { /* offload */
+    for (int u = 0; u < m->nunits; u++)
+      slice_runs(e, u, sumsq_parts_run, part);
+    for (int t = 0; t < OPTIM_PARTS; t++)
+      *sq += part[t];
+    return SHARC_OK;
+  }
 #ifdef SHARC_HAVE_CUDA
-  double part[OPTIM_DEV_PARTS];
+  _Static_assert(OPTIM_DEV_PARTS == OPTIM_PARTS, "one partial-sum order");
   int err = 0;
   sharc_status_t st = dev_zero(&e->dv, e->dv.partials, sizeof part);
   for (int u = 0; st == SHARC_OK && u < m->nunits; u++)

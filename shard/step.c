@@ -255,6 +255,7 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
       return st;
   }
   begin_step(e);
+  e->err[0] = '\0'; /* this step's first failure is its message */
   double t0 = eng_now();
   double sums[SHARC_STAGE_STATS] = {0};
   sharc_status_t st = SHARC_OK;
@@ -284,6 +285,10 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
     trace_step_end(&e->tr, e->steps);
     return st;
   }
+  /* GPU training: give back the cached blocks this step did not reuse */
+  size_t cached_peak = e->dv.cached_peak;
+  if (e->dev)
+    dev_trim(&e->dv);
   if (stats) {
     memset(stats, 0, sizeof *stats);
     stats->loss = sums[0] / micro[0].global_n;
@@ -293,8 +298,8 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
     stats->t_compute = e->t_compute;
     stats->t_comm = trace_comm_seconds(&e->tr);
     stats->t_exposed = e->t_exposed;
-    eng_mem_report(e, e->mem_at_peak, e->total_peak, &stats->peak);
-    eng_mem_report(e, e->mem_now, e->total_now, &stats->now);
+    eng_mem_report(e, e->mem_at_peak, e->total_peak, cached_peak, &stats->peak);
+    eng_mem_report(e, e->mem_now, e->total_now, e->dv.cached, &stats->now);
   }
   trace_step_end(&e->tr, e->steps); /* its spans carry this step's number */
   e->steps++;
@@ -312,10 +317,13 @@ sharc_status_t sharc_shard_eval(sharc_shard_t e, const sharc_batch_t *batch,
     return st;
   for (int k = 0; k < SHARC_STAGE_STATS; k++)
     sums[k] = 0;
+  e->err[0] = '\0'; /* this call's first failure is its message */
   st = forward(e, batch, 0, sums);
   if (st == SHARC_OK)
     st = eng_sync(e);
   release_all(e);
+  if (e->dev)
+    dev_trim(&e->dv);
   if (st == SHARC_OK)
     st = sum_world(e, sums);
   if (st != SHARC_OK)

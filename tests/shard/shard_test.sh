@@ -205,6 +205,10 @@ PY
   local clip=(--clip 0.5 --optim sgd --lr 0.05 --momentum 0.9)
   reference refclip 1 "$@" "${clip[@]}" &&
     train dev_clip 2 "$@" --device cuda "${clip[@]}" && same refclip dev_clip
+  # offload computes the norm on the host in the device's order: clipping
+  # changes nothing there either
+  train dev_clip_off 2 "$@" --device cuda --offload "${clip[@]}" &&
+    exact dev_clip dev_clip_off
   # bf16 gathers and compute copies on the device: as on the host
   reference refbf 1 "$@" --mp bf16 &&
     train dev_bf16 2 "$@" --device cuda --mp bf16 && same refbf dev_bf16 &&

@@ -20,7 +20,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,40 +40,6 @@ __attribute__((format(printf, 2, 3))) static void pathf(char *out,
   va_start(ap, fmt);
   vsnprintf(out, PATHMAX, fmt, ap);
   va_end(ap);
-}
-
-/* SHARC_FAULT=kill:R:save or save_kill:R (tests only): rank R dies half-way
- * through writing its checkpoint file, to test that a save is atomic. The
- * engine reads this entry itself: it sits above the public API and the
- * library's fault injection below it only validates the spec (at the first
- * communicator's creation, so a malformed one never gets here). Fires once
- * per process. */
-static int save_kill_due(int rank) {
-  static atomic_int fired;
-  const char *spec = getenv("SHARC_FAULT");
-  if (!spec || !*spec || atomic_load(&fired))
-    return 0;
-  char buf[1024];
-  snprintf(buf, sizeof buf, "%s", spec);
-  for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t;
-       t = strtok_r(NULL, ",", &sv)) {
-    int r = -1, end = -1;
-    if (sscanf(t, "save_kill:%d%n", &r, &end) != 1 || t[end] != '\0') {
-      end = -1;
-      if (sscanf(t, "kill:%d:save%n", &r, &end) != 1 || end < 0 || t[end])
-        continue;
-    }
-    if (r == rank && !atomic_exchange(&fired, 1)) {
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      fprintf(stderr,
-              "SHARC_FAULT %s: rank %d raising SIGKILL half-way through its "
-              "checkpoint file at %.3f\n",
-              t, rank, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
-      return 1;
-    }
-  }
-  return 0;
 }
 
 /* Every rank's ok -> 1 when all are ok (min over shard, then replicas). */
@@ -244,7 +209,9 @@ static sharc_status_t write_data(struct sharc_shard *e, const char *tmpdir,
         n = U->lay.numel;
       }
       if (fd >= 0 && st == SHARC_OK) {
-        if (u == e->model->nunits / 2 && save_kill_due(e->world_rank))
+        if (u == e->model->nunits / 2 &&
+            eng_fault_kill("save", e->world_rank, 0,
+                           "half-way through its checkpoint file"))
           raise(SIGKILL);
         h = ckpt_fnv(h, src, n * sizeof(float));
         if (write_all(fd, src, n * sizeof(float)) != 0)

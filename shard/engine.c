@@ -8,6 +8,8 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -81,6 +83,44 @@ sharc_status_t eng_failed_before(struct sharc_shard *e) {
 }
 
 double eng_now(void) { return trace_now(); }
+
+int eng_fault_kill(const char *point, int rank, uint64_t at,
+                   const char *where) {
+  static atomic_int fired;
+  const char *spec = getenv("SHARC_FAULT");
+  if (!spec || !*spec || atomic_load(&fired))
+    return 0;
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t;
+       t = strtok_r(NULL, ",", &sv)) {
+    int r = -1, end = -1;
+    unsigned long long n = 0;
+    char pt[32] = "";
+    if (!strcmp(point, "save") && sscanf(t, "save_kill:%d%n", &r, &end) == 1 &&
+        t[end] == '\0') {
+      /* the older spelling of kill:R:save */
+    } else {
+      end = -1;
+      if (sscanf(t, "kill:%d:%31[a-z]%n", &r, pt, &end) != 2 || end < 0 ||
+          strcmp(pt, point) != 0)
+        continue;
+      const char *rest = t + end; /* "" or ":N" */
+      int e2 = -1;
+      if (*rest &&
+          (sscanf(rest, ":%llu%n", &n, &e2) != 1 || e2 < 0 || rest[e2] != '\0'))
+        continue;
+    }
+    if (r != rank || (n && n != at) || atomic_exchange(&fired, 1))
+      continue;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fprintf(stderr, "SHARC_FAULT %s: rank %d raising SIGKILL %s at %.3f\n", t,
+            rank, where, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
+    return 1;
+  }
+  return 0;
+}
 
 sharc_status_t eng_coll_begin(struct sharc_shard *e, const char *name, int u) {
   sharc_status_t st = trace_coll_begin(&e->tr, name, u);

@@ -98,6 +98,14 @@ void eng_free(struct sharc_shard *e, int cat, void *p, size_t bytes);
 void eng_mem_report(const struct sharc_shard *e, const size_t *cats,
                     size_t total, size_t cached, sharc_mem_bytes_t *out);
 double eng_now(void);
+/* SHARC_FAULT's engine points (tests only; comm/fault validates the spec
+ * when the first communicator is created): 1 once per process when an
+ * entry kill:R:<point>[:N] (or save_kill:R for "save") names this rank and,
+ * with N, at == N; it prints when and where (where) and the caller raises
+ * SIGKILL. Points: "save" (half-way through a checkpoint file), "step"
+ * (at N = the optimizer step, 1-based: in its backward, with collectives
+ * queued). */
+int eng_fault_kill(const char *point, int rank, uint64_t at, const char *where);
 /* The refusal of every call after a failed step or evaluation. */
 sharc_status_t eng_failed_before(struct sharc_shard *e);
 /* Enqueues the all-gather of unit u (no-op when gathered or in flight). */

@@ -8,6 +8,7 @@
  * activation checkpointing the saved tensors are dropped after forward and
  * recomputed just before backward.
  */
+#include <signal.h>
 #include <string.h>
 
 #include "engine.h"
@@ -155,6 +156,10 @@ static sharc_status_t backward(struct sharc_shard *e, const sharc_batch_t *b,
   for (int s = ns - 1; s >= 0 && st == SHARC_OK; s--) {
     int u = m->stages[s].unit;
     eunit_t *U = &e->units[u];
+    if (s == 0 && last_micro &&
+        eng_fault_kill("step", e->world_rank, e->steps + 1,
+                       "in the backward of its step, collectives queued"))
+      raise(SIGKILL);
     st = eng_gather(e, u);
     if (st == SHARC_OK)
       st = prefetch(e, s, -1);

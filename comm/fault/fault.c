@@ -22,7 +22,14 @@
 #define FAULT_MAX_MS 600000
 
 typedef enum { F_KILL, F_DROP, F_DELAY, F_CORRUPT } fault_kind_t;
-typedef enum { P_SEND, P_RECV, P_SAVE, P_PAYLOAD, P_HEADER } fault_point_t;
+typedef enum {
+  P_SEND,
+  P_RECV,
+  P_SAVE,
+  P_STEP,
+  P_PAYLOAD,
+  P_HEADER
+} fault_point_t;
 
 typedef struct {
   fault_kind_t kind;
@@ -123,9 +130,11 @@ static int parse_one(char *text, fault_t *f, char *why, size_t len) {
       f->point = P_RECV;
     else if (!strcmp(p, "save") && f->kind == F_KILL)
       f->point = P_SAVE;
+    else if (!strcmp(p, "step") && f->kind == F_KILL)
+      f->point = P_STEP; /* the engine's own: kill:R:step[:N] */
     else {
       snprintf(why, len, "%s needs a point: %s", k,
-               f->kind == F_KILL ? "send, recv or save" : "send or recv");
+               f->kind == F_KILL ? "send, recv, save or step" : "send or recv");
       return -1;
     }
     if (f->point == P_SAVE && nf > 3) {
@@ -199,7 +208,7 @@ static int parse_spec(const char *spec, fault_t *out, int *n, char *why,
 static void fault_header(int peer, void *hdr, size_t len, const char *what);
 
 static const char *help =
-    "use kill:R:send|recv[:B], kill:R:save, save_kill:R, "
+    "use kill:R:send|recv[:B], kill:R:save, kill:R:step[:N], save_kill:R, "
     "drop:R:send|recv[:B], delay:R:MS[:B], corrupt:R:payload|header[:B] "
     "(comma-separated; see comm/fault/fault.h)";
 

@@ -14,6 +14,10 @@
  *                            its checkpoint file (validated here, carried
  *                            out by the engine itself: shard/ckpt.c)
  *     save_kill:R            the same as kill:R:save
+ *     kill:R:step[:N]        rank R raises SIGKILL in the backward of the
+ *                            FSDP engine's optimizer step N (1-based; the
+ *                            first step without N), its gradient reductions
+ *                            queued (the engine reads this entry)
  *     drop:R:send[:B]        rank R drops the connection of its next send
  *     drop:R:recv[:B]        (receive) once it has sent (received) >= B
  *                            bytes: tcp shuts the socket down, and both ends

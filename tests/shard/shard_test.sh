@@ -190,6 +190,23 @@ PY
   else
     echo "killed rank: $(grep -m1 'step failed' "$W/kill.out")"
   fi
+  # the same on the default path (direct on one host: no host thread, no
+  # transport bytes): the engine's own fault point kills rank 2 in step 3.
+  # Every survivor fails; the first names rank 2. A later one may name a
+  # rank that had exited after its own failure by then (its watchdog sees
+  # processes gone, not which went first).
+  if SHARC_FAULT=kill:2:step:3 $RUN -n 4 --timeout 120 "$TRAIN" "$@" \
+    --device cuda >"$W/kill2.out" 2>&1; then
+    echo "FAIL: GPU training with rank 2 killed in step 3 exited 0"
+    fails=$((fails + 1))
+  elif [ "$(grep -c 'step failed: SHARC_ERR_PEER_LOST' "$W/kill2.out")" != 3 ] ||
+    ! grep -m1 'step failed' "$W/kill2.out" | grep -q 'rank 2 '; then
+    echo "FAIL: the survivors did not all fail, the first naming rank 2:"
+    tail -20 "$W/kill2.out"
+    fails=$((fails + 1))
+  else
+    echo "killed in step 3: $(grep -m1 'step failed' "$W/kill2.out")"
+  fi
   # checkpoints interchange: device saves, host resumes, and the reverse
   train dsave 2 "$@" --device cuda --steps 10 --save "$W/dck" &&
     train hload 2 "$@" --load "$W/dck" && same ref hload --steps 11:20

@@ -226,4 +226,11 @@ double limits_busbw(const limits_t *l, coll_t c, int nranks, int nhosts,
 double bench_now(void);
 double bench_cpu_now(void); /* CLOCK_PROCESS_CPUTIME_ID, seconds */
 
+/* bench_opts.c: the command line into o and the collectives to run (a bit
+ * per coll_t) into which; a bad flag prints why and exits 2 (--help: the
+ * usage, exit 0). */
+void bench_parse(int argc, char **argv, opts_t *o, unsigned *which);
+/* 1 on the rank that prints (rank 0 by the launcher's variables). */
+int bench_env_rank0(void);
+
 #endif /* SHARC_BENCH_H */

@@ -363,6 +363,43 @@ SHARC_API sharc_status_t sharc_all_to_all(const void *sendbuf, void *recvbuf,
 SHARC_API sharc_status_t sharc_barrier(sharc_comm_t comm,
                                        sharc_stream_t stream);
 
+/* ---- point to point and groups --------------------------------------------
+ */
+/*
+ * sharc_send sends count elements of buf to rank peer; sharc_recv receives
+ * count elements from rank peer into buf. Only the two ranks take part.
+ * The k-th send from A to B carries the data of the k-th receive on B from
+ * A (per communicator, in each rank's issue order); both must pass the same
+ * count and dtype (SHARC_CHECK=1 names a rank whose send and receive
+ * disagree). A send may complete before its receive is posted (a small one
+ * is buffered, as MPI_Send may be); a large one waits for it. Outside a
+ * group each call runs alone in its stream's order, so two ranks that both
+ * send to each other first may wait forever on large messages: post such
+ * exchanges inside a group. A rank may send to itself only inside a group
+ * that also holds the matching receive from itself.
+ *
+ * sharc_group_start / sharc_group_end (NCCL's ncclGroupStart/End): calls
+ * made between them on this thread are only checked and recorded; group
+ * end issues them. Per communicator and stream, all sends and receives of
+ * the group form one operation in which every transfer progresses at once
+ * (any posting order, any number of peers); the group's collectives are
+ * issued before them, in posting order. Blocking calls (stream NULL) on
+ * several communicators run concurrently, one thread per communicator, so a
+ * group spanning communicators does not deadlock whatever order each rank
+ * posts them in; group end returns when all are done. Groups nest (only
+ * the outermost end issues). An error of a call inside the group is
+ * returned by that call and again by sharc_group_end, which then issues
+ * nothing; an empty group is a no-op.
+ */
+SHARC_API sharc_status_t sharc_send(const void *buf, size_t count,
+                                    sharc_dtype_t dtype, int peer,
+                                    sharc_comm_t comm, sharc_stream_t stream);
+SHARC_API sharc_status_t sharc_recv(void *buf, size_t count,
+                                    sharc_dtype_t dtype, int peer,
+                                    sharc_comm_t comm, sharc_stream_t stream);
+SHARC_API sharc_status_t sharc_group_start(void);
+SHARC_API sharc_status_t sharc_group_end(void);
+
 #ifdef __cplusplus
 }
 #endif

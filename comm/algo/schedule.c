@@ -74,8 +74,8 @@ void sched_send(sched_t *s, int peer, int chan, sched_buf_t src, size_t off,
                 size_t count) {
   sched_op_t op = {.kind = SCHED_SEND,
                    .chan = (uint8_t)chan,
-                   .src_buf = (uint8_t)src,
-                   .dst_buf = (uint8_t)src,
+                   .src_buf = (uint16_t)src,
+                   .dst_buf = (uint16_t)src,
                    .peer = peer,
                    .src_off = off,
                    .dst_off = 0,
@@ -87,8 +87,8 @@ void sched_recv(sched_t *s, int peer, int chan, sched_buf_t dst, size_t off,
                 size_t count) {
   sched_op_t op = {.kind = SCHED_RECV,
                    .chan = (uint8_t)chan,
-                   .src_buf = (uint8_t)dst,
-                   .dst_buf = (uint8_t)dst,
+                   .src_buf = (uint16_t)dst,
+                   .dst_buf = (uint16_t)dst,
                    .peer = peer,
                    .src_off = 0,
                    .dst_off = off,
@@ -101,8 +101,8 @@ void sched_recv_reduce(sched_t *s, int peer, int chan, sched_buf_t src,
                        size_t count) {
   sched_op_t op = {.kind = SCHED_RECV_REDUCE,
                    .chan = (uint8_t)chan,
-                   .src_buf = (uint8_t)src,
-                   .dst_buf = (uint8_t)dst,
+                   .src_buf = (uint16_t)src,
+                   .dst_buf = (uint16_t)dst,
                    .peer = peer,
                    .src_off = src_off,
                    .dst_off = dst_off,
@@ -114,8 +114,8 @@ void sched_copy(sched_t *s, sched_buf_t src, size_t src_off, sched_buf_t dst,
                 size_t dst_off, size_t count) {
   sched_op_t op = {.kind = SCHED_COPY,
                    .chan = 0,
-                   .src_buf = (uint8_t)src,
-                   .dst_buf = (uint8_t)dst,
+                   .src_buf = (uint16_t)src,
+                   .dst_buf = (uint16_t)dst,
                    .peer = -1,
                    .src_off = src_off,
                    .dst_off = dst_off,
@@ -140,8 +140,8 @@ sharc_status_t sched_finish(sched_t *s) {
 static const char *const algo_names[SCHED_ALGO_COUNT] = {
     "ring", "tree", "rabenseifner", "dbtree", "hier", "direct"};
 static const char *const coll_names[SCHED_COLL_COUNT] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier",
-    "reduce",     "gather",         "scatter",    "all_to_all"};
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast",  "barrier",
+    "reduce",     "gather",         "scatter",    "all_to_all", "send_recv"};
 
 const char *sched_algo_name(sched_algo_t algo) {
   return (unsigned)algo < SCHED_ALGO_COUNT ? algo_names[algo] : "?";
@@ -153,8 +153,9 @@ const char *sched_coll_name(sched_coll_t coll) {
 
 const char *sched_coll_fn(sched_coll_t coll) {
   static const char *const fn[SCHED_COLL_COUNT] = {
-      "sharc_all_gather", "sharc_reduce_scatter", "sharc_all_reduce",
-      "sharc_broadcast",  "sharc_barrier",        "sharc_reduce",
-      "sharc_gather",     "sharc_scatter",        "sharc_all_to_all"};
+      "sharc_all_gather",     "sharc_reduce_scatter", "sharc_all_reduce",
+      "sharc_broadcast",      "sharc_barrier",        "sharc_reduce",
+      "sharc_gather",         "sharc_scatter",        "sharc_all_to_all",
+      "sharc_send/sharc_recv"};
   return (unsigned)coll < SCHED_COLL_COUNT ? fn[coll] : "sharc_?";
 }

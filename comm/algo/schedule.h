@@ -28,7 +28,12 @@
 
 #include "sharc.h"
 
-typedef enum { SCHED_BUF_SEND = 0, SCHED_BUF_RECV, SCHED_BUF_TMP } sched_buf_t;
+typedef enum {
+  SCHED_BUF_SEND = 0,
+  SCHED_BUF_RECV,
+  SCHED_BUF_TMP,
+  SCHED_BUF_P2P /* send/recv batches: buffer of transfer i is P2P + i */
+} sched_buf_t;
 
 typedef enum {
   SCHED_SEND = 0,    /* send src[src_off, +count) to peer */
@@ -38,14 +43,14 @@ typedef enum {
 } sched_kind_t;
 
 typedef struct {
-  uint8_t kind;    /* sched_kind_t */
-  uint8_t chan;    /* channel, < sched_t.nchan */
-  uint8_t src_buf; /* sched_buf_t; SEND, RECV_REDUCE, COPY */
-  uint8_t dst_buf; /* sched_buf_t; RECV, RECV_REDUCE, COPY */
-  int32_t peer;    /* rank in the communicator; -1 for COPY */
-  size_t src_off;  /* elements */
-  size_t dst_off;  /* elements */
-  size_t count;    /* elements */
+  uint8_t kind;     /* sched_kind_t */
+  uint8_t chan;     /* channel, < sched_t.nchan */
+  uint16_t src_buf; /* sched_buf_t; SEND, RECV_REDUCE, COPY */
+  uint16_t dst_buf; /* sched_buf_t; RECV, RECV_REDUCE, COPY */
+  int32_t peer;     /* rank in the communicator; -1 for COPY */
+  size_t src_off;   /* elements */
+  size_t dst_off;   /* elements */
+  size_t count;     /* elements */
 } sched_op_t;
 
 typedef struct {
@@ -56,6 +61,8 @@ typedef struct {
   size_t tmp_count; /* elements of scratch needed */
   int nchan;        /* channels used (>= 1) */
   int oom;          /* an append failed; sched_finish reports it */
+  int partial;      /* not every rank runs it (send/recv): a timeout names only
+                       the peers awaited, not ranks behind in collectives */
 } sched_t;
 
 typedef enum {
@@ -68,6 +75,7 @@ typedef enum {
   SCHED_GATHER,  /* to a root */
   SCHED_SCATTER, /* from a root */
   SCHED_ALL_TO_ALL,
+  SCHED_P2P, /* a batch of sends and receives (sched_p2p_build) */
   SCHED_COLL_COUNT
 } sched_coll_t;
 
@@ -137,6 +145,27 @@ void sched_copy(sched_t *s, sched_buf_t src, size_t src_off, sched_buf_t dst,
                 size_t dst_off, size_t count);
 /* Drops empty rounds; SHARC_ERR_NO_MEM if an append failed. */
 sharc_status_t sched_finish(sched_t *s);
+
+/* ---- send/recv batches ---- */
+/* One transfer of a batch: send (1) or receive (0) `bytes` with peer. */
+typedef struct {
+  int send;
+  int peer;
+  size_t bytes;
+} sched_p2p_t;
+#define SCHED_P2P_MAX (UINT16_MAX - SCHED_BUF_P2P) /* transfers per batch */
+
+/* Builds into s (initialised, empty) the schedule of rank's batch of n
+ * transfers, in bytes (dtype U8): one round in which every transfer
+ * progresses at once, transfer i on buffer SCHED_BUF_P2P + i; transfers
+ * with the same peer and direction keep their order (the k-th send to a
+ * peer carries its k-th receive from this rank). A transfer of at least
+ * split_bytes is cut across nchan channels. Transfers with rank itself pair
+ * up in order (k-th send with k-th receive) as local copies:
+ * SHARC_ERR_INVALID_ARG when one lacks its partner or their sizes differ.
+ * Empty transfers are dropped. Marks s partial. */
+sharc_status_t sched_p2p_build(const sched_p2p_t *ops, size_t n, int rank,
+                               int nchan, size_t split_bytes, sched_t *s);
 
 /* ---- names ---- */
 const char *sched_algo_name(sched_algo_t algo);

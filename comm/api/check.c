@@ -79,6 +79,9 @@ static void sig_describe(const signature_t *g, int with_seq, char *out,
   case SCHED_BARRIER:
     snprintf(out, len, "%s%s()", seq, name);
     break;
+  case SCHED_P2P:
+    snprintf(out, len, "sharc_send/sharc_recv (%llu transfer(s) with it)", n);
+    break;
   case SCHED_ALL_REDUCE:
   case SCHED_REDUCE_SCATTER:
     snprintf(out, len, "%s%s(count %llu, %s, %s)", seq, name, n, type,
@@ -210,6 +213,205 @@ sharc_status_t check_call(const coll_call_t *call, const char *fn) {
       st = report(comm, fn, all);
   if (all != stack)
     free(all);
+  return st;
+}
+
+/* ---- send/recv batches: each pair agrees ----
+ * Per peer of the batch, both ranks exchange a signature (coll
+ * SCHED_P2P, count: how many transfers it lists with this peer), then the
+ * lists themselves (one p2p_entry_t per transfer, posting order), and
+ * compare this rank's sends with the peer's receives and the reverse, in
+ * order. Both ranks of a pair hold the same two lists and word the verdict
+ * alike (lower rank first). A peer that runs a collective's exchange
+ * instead sends its collective signature, named as such. */
+
+typedef struct {
+  uint32_t send;
+  uint32_t dtype;
+  uint64_t count;
+} p2p_entry_t;
+
+/* The first disagreement of the transfers from rank a to rank b: a's sends
+ * sa[] against b's receives rb[] (lists of both kinds, filtered here); 0 if
+ * none, else the message in out. */
+static int p2p_compare(int a, const p2p_entry_t *la, size_t na, int b,
+                       const p2p_entry_t *lb, size_t nb, char *out,
+                       size_t len) {
+  size_t i = 0, j = 0, k = 0;
+  for (;; k++) {
+    while (i < na && !la[i].send)
+      i++;
+    while (j < nb && lb[j].send)
+      j++;
+    if (i == na && j == nb)
+      return 0;
+    if (i == na || j == nb) {
+      size_t ns = k, nr = k;
+      for (; i < na; i++)
+        ns += la[i].send;
+      for (; j < nb; j++)
+        nr += !lb[j].send;
+      snprintf(out, len,
+               "rank %d posts %zu send(s) to rank %d but rank %d posts %zu "
+               "receive(s) from rank %d",
+               a, ns, b, b, nr, a);
+      return 1;
+    }
+    if (la[i].count != lb[j].count || la[i].dtype != lb[j].dtype) {
+      snprintf(out, len,
+               "rank %d's send #%zu to rank %d is %llu x %s but rank %d's "
+               "receive #%zu from rank %d is %llu x %s",
+               a, k, b, (unsigned long long)la[i].count,
+               sharc_dtype_name((sharc_dtype_t)la[i].dtype), b, k, a,
+               (unsigned long long)lb[j].count,
+               sharc_dtype_name((sharc_dtype_t)lb[j].dtype));
+      return 1;
+    }
+    i++;
+    j++;
+  }
+}
+
+/* Exchanges len[p] bytes mine[p] -> theirs[p] with each peer[p], all at
+ * once (one round, channel 0). */
+static sharc_status_t p2p_exchange(struct sharc_comm *comm, const int *peer,
+                                   size_t np, void **mine, void **theirs,
+                                   const size_t *mine_len,
+                                   const size_t *their_len) {
+  void **bufs = malloc((SCHED_BUF_P2P + 2 * np) * sizeof *bufs);
+  if (!bufs)
+    return comm_error(comm, SHARC_ERR_NO_MEM, "SHARC_CHECK: out of memory");
+  sched_t s;
+  sched_init(&s);
+  s.partial = 1;
+  sched_round(&s);
+  bufs[0] = bufs[1] = bufs[2] = NULL;
+  for (size_t p = 0; p < np; p++) {
+    bufs[SCHED_BUF_P2P + 2 * p] = mine[p];
+    bufs[SCHED_BUF_P2P + 2 * p + 1] = theirs[p];
+    sched_send(&s, peer[p], 0, (sched_buf_t)(SCHED_BUF_P2P + 2 * p), 0,
+               mine_len[p]);
+    sched_recv(&s, peer[p], 0, (sched_buf_t)(SCHED_BUF_P2P + 2 * p + 1), 0,
+               their_len[p]);
+  }
+  sharc_status_t st = sched_finish(&s);
+  if (st == SHARC_OK)
+    st = exec_run(comm, &s, bufs, SHARC_U8, SHARC_SUM);
+  sched_free(&s);
+  free(bufs);
+  return st;
+}
+
+sharc_status_t check_p2p(const coll_call_t *call) {
+  struct sharc_comm *comm = call->comm;
+  const call_p2p_t *b = call->p2p;
+  const char *fn = "sharc_send/sharc_recv";
+  size_t n = b->n, np = 0;
+  int *peer = malloc(n * sizeof *peer);
+  size_t *cnt = calloc(n, sizeof *cnt), *at = calloc(n, sizeof *at);
+  signature_t *sig = calloc(2 * n, sizeof *sig);
+  p2p_entry_t *list = malloc(n * sizeof *list);
+  p2p_entry_t **theirs = calloc(n, sizeof *theirs);
+  /* exchange arguments: [0, np) what goes out, [np, 2np) what comes in */
+  void **mine = calloc(2 * n, sizeof *mine);
+  size_t *lens = calloc(2 * n, sizeof *lens);
+  sharc_status_t st = SHARC_OK;
+  if (!peer || !cnt || !at || !sig || !list || !theirs || !mine || !lens) {
+    st = comm_error(comm, SHARC_ERR_NO_MEM, "%s: SHARC_CHECK: out of memory",
+                    fn);
+    goto out;
+  }
+  /* the peers (not this rank: its own pairs are checked when built) */
+  for (size_t i = 0; i < n; i++) {
+    int q = b->ops[i].peer;
+    size_t p = 0;
+    while (p < np && peer[p] != q)
+      p++;
+    if (q == comm->rank)
+      continue;
+    if (p == np)
+      peer[np++] = q;
+    cnt[p]++;
+  }
+  /* this rank's list, grouped by peer (at[p]: where peer p's entries
+   * start), posting order kept */
+  for (size_t p = 0, o = 0; p < np; p++) {
+    at[p] = o;
+    for (size_t i = 0; i < n; i++)
+      if (b->ops[i].peer == peer[p])
+        list[o++] =
+            (p2p_entry_t){(uint32_t)b->ops[i].send, (uint32_t)b->ops[i].dtype,
+                          (uint64_t)b->ops[i].count};
+  }
+  for (size_t p = 0; p < np; p++) {
+    sig[2 * p] = (signature_t){.magic = SIG_MAGIC,
+                               .seq = SIG_NONE,
+                               .coll = SCHED_P2P,
+                               .count = cnt[p],
+                               .dtype = SIG_NONE,
+                               .op = SIG_NONE,
+                               .root = SIG_NONE};
+    mine[p] = &sig[2 * p];
+    mine[np + p] = &sig[2 * p + 1];
+    lens[p] = lens[np + p] = sizeof *sig;
+  }
+  st = p2p_exchange(comm, peer, np, mine, mine + np, lens, lens + np);
+  char msg[400] = "";
+  /* the lists, with each peer that answered with a send/recv signature */
+  size_t ok = 0;
+  for (size_t p = 0; p < np && st == SHARC_OK; p++) {
+    const signature_t *g = &sig[2 * p + 1];
+    if (g->magic != SIG_MAGIC || g->coll != SCHED_P2P) {
+      if (!msg[0]) {
+        char what[160];
+        sig_describe(g, 0, what, sizeof what);
+        snprintf(msg, sizeof msg,
+                 "rank %d posts send/recv with rank %d but rank %d called %s",
+                 comm->rank, peer[p], peer[p], what);
+      }
+      continue;
+    }
+    theirs[p] = malloc((g->count ? g->count : 1) * sizeof **theirs);
+    if (!theirs[p]) {
+      st = comm_error(comm, SHARC_ERR_NO_MEM, "%s: SHARC_CHECK: out of memory",
+                      fn);
+      break;
+    }
+    peer[ok] = peer[p];
+    mine[ok] = &list[at[p]];
+    mine[np + ok] = theirs[p];
+    lens[ok] = cnt[p] * sizeof *list;
+    lens[np + ok] = g->count * sizeof **theirs;
+    ok++;
+  }
+  if (st == SHARC_OK && ok)
+    st = p2p_exchange(comm, peer, ok, mine, mine + np, lens, lens + np);
+  for (size_t p = 0; p < ok && st == SHARC_OK && !msg[0]; p++) {
+    const p2p_entry_t *ml = mine[p], *tl = mine[np + p];
+    size_t mn = lens[p] / sizeof *list, tn = lens[np + p] / sizeof *list;
+    int me = comm->rank, q = peer[p];
+    /* lower rank's sends first, so both ranks word it alike */
+    if (me < q)
+      (void)(p2p_compare(me, ml, mn, q, tl, tn, msg, sizeof msg) ||
+             p2p_compare(q, tl, tn, me, ml, mn, msg, sizeof msg));
+    else
+      (void)(p2p_compare(q, tl, tn, me, ml, mn, msg, sizeof msg) ||
+             p2p_compare(me, ml, mn, q, tl, tn, msg, sizeof msg));
+  }
+  if (st == SHARC_OK && msg[0])
+    st = comm_record(comm, SHARC_ERR_MISMATCH,
+                     "%s: send/recv mismatch (SHARC_CHECK): %s", fn, msg);
+out:
+  for (size_t p = 0; theirs && p < n; p++)
+    free(theirs[p]);
+  free(peer);
+  free(cnt);
+  free(at);
+  free(sig);
+  free(list);
+  free(theirs);
+  free(mine);
+  free(lens);
   return st;
 }
 

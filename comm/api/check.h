@@ -20,6 +20,14 @@
  * called in ticket order like the collective itself. */
 sharc_status_t check_call(const coll_call_t *call, const char *fn);
 
+/* SHARC_CHECK for a batch of sends and receives (SCHED_P2P): with each of
+ * its peers this rank exchanges the list of its transfers with that peer,
+ * and the pair compares sends with receives in order (count and type).
+ * SHARC_ERR_MISMATCH names both ranks and the first disagreement, worded
+ * alike on both; a peer that runs a collective instead is named with it.
+ * Blocks, bounded by SHARC_TIMEOUT; as check_call otherwise. */
+sharc_status_t check_p2p(const coll_call_t *call);
+
 /* After check_call returned st: on SHARC_ERR_MISMATCH fails the comm with
  * comm_fail_as(FAIL_LOCAL) (unusable, later calls fail fast with the same
  * status and message, its flight recorder printed, peers not told: each

@@ -18,6 +18,7 @@
 #include "dispatch.h"
 #include "exec.h"
 #include "gpu.h" /* dev_first_device_ptr */
+#include "group_rec.h"
 #include "reduce.h"
 #include "registry.h"
 #include "stream.h"
@@ -46,6 +47,8 @@ static void pass_turn(struct sharc_comm *comm) {
 void coll_skip(coll_call_t *call) {
   wait_turn(call->comm, call->ticket);
   pass_turn(call->comm);
+  free(call->p2p);
+  call->p2p = NULL;
 }
 
 void coll_drain(struct sharc_comm *comm) {
@@ -136,8 +139,56 @@ static sharc_status_t run_host(coll_call_t *call, const sched_t *sched,
   return run_sched(call, &key, hit, algo, sched, hook, 0);
 }
 
+/* A batch of sends and receives (SCHED_P2P): built for the call, never
+ * cached; buffer i of the schedule is transfer i's. */
+static sharc_status_t run_p2p(coll_call_t *call) {
+  struct sharc_comm *comm = call->comm;
+  const call_p2p_t *b = call->p2p;
+  sched_p2p_t *ops = malloc(b->n * sizeof *ops);
+  void **bufs = malloc((SCHED_BUF_P2P + b->n) * sizeof *bufs);
+  sched_t s;
+  sched_init(&s);
+  sharc_status_t st = SHARC_OK;
+  if (!ops || !bufs) {
+    st = comm_error(comm, SHARC_ERR_NO_MEM,
+                    "sharc_send/sharc_recv: out of memory for %zu transfers",
+                    b->n);
+    goto out;
+  }
+  bufs[SCHED_BUF_SEND] = bufs[SCHED_BUF_RECV] = bufs[SCHED_BUF_TMP] = NULL;
+  for (size_t i = 0; i < b->n; i++) {
+    const call_p2p_op_t *o = &b->ops[i];
+    ops[i] =
+        (sched_p2p_t){o->send, o->peer, o->count * sharc_dtype_size(o->dtype)};
+    bufs[SCHED_BUF_P2P + i] = o->buf;
+  }
+  st = sched_p2p_build(ops, b->n, comm->rank, comm->nchan, 262144, &s);
+  if (st != SHARC_OK) {
+    st = comm_record(comm, st, "sharc_send/sharc_recv: %s", err_last());
+    goto out;
+  }
+  rec_entry_t *rec =
+      rec_start(&comm->rec, (int)SCHED_P2P, (int)SHARC_U8, (int)SHARC_SUM,
+                (int)SCHED_ALGO_DIRECT, -1, call->count);
+  atomic_store(&comm->rec_cur, rec);
+  if (comm->cfg.check) /* SHARC_CHECK=1: each pair agrees before data moves */
+    st = check_p2p(call);
+  if (st == SHARC_OK)
+    st = exec_run(comm, &s, bufs, SHARC_U8, SHARC_SUM);
+  atomic_store(&comm->rec_cur, NULL);
+  rec_end(rec, st);
+  check_fail(comm, st); /* after rec_end: the recorder shows it failed */
+out:
+  sched_free(&s);
+  free(ops);
+  free(bufs);
+  return st;
+}
+
 static sharc_status_t run_call(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
+  if (call->coll == SCHED_P2P)
+    return run_p2p(call);
   size_t esize = sharc_dtype_size(call->dtype);
   /* A call shape that ran recently brings its algorithm and schedule. */
   sched_key_t key = call_key(call, esize);
@@ -191,16 +242,23 @@ sharc_status_t coll_execute(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
   wait_turn(comm, call->ticket);
   sharc_status_t st;
+  /* Only a batch's ranks take part in it: no collective sequence number. */
+  int p2p = call->coll == SCHED_P2P;
   /* unusable: set by comm_fail_as, for a job failure or for SHARC_CHECK's
    * agreed mismatch (check_fail) */
   if (atomic_load(&comm->unusable)) {
     st = unusable(call);
+  } else if (p2p) {
+    st = run_call(call);
   } else {
     transport_publish_progress(comm, comm->seq + 1, comm->seq);
     st = run_call(call);
     transport_publish_progress(comm, comm->seq + 1, comm->seq + 1);
   }
-  atomic_store_explicit(&comm->seq, comm->seq + 1, memory_order_relaxed);
+  if (!p2p)
+    atomic_store_explicit(&comm->seq, comm->seq + 1, memory_order_relaxed);
+  free(call->p2p);
+  call->p2p = NULL;
   pass_turn(comm);
   return st;
 }
@@ -312,15 +370,21 @@ static sharc_status_t coll_now(coll_call_t *call, coll_call_t *h) {
 /* How a host stream's worker runs the collectives enqueued on it. */
 static const stream_ops_t coll_stream_ops = {coll_execute, coll_skip, coll_now};
 
+sharc_status_t coll_issue(coll_call_t *call, sharc_stream_t stream) {
+  call->ticket = coll_ticket(call->comm);
+  if (stream)
+    return stream_enqueue(stream, call, &coll_stream_ops);
+  return coll_execute(call);
+}
+
 static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   CHECK(validate(call));
   if (call->count == 0 && call->coll != SCHED_BARRIER)
     return SHARC_OK;
   CHECK(check_host_memory(call, stream));
-  call->ticket = coll_ticket(call->comm);
-  if (stream)
-    return stream_enqueue(stream, call, &coll_stream_ops);
-  return coll_execute(call);
+  if (group_active()) /* recorded; sharc_group_end issues it */
+    return group_add(call, stream);
+  return coll_issue(call, stream);
 }
 
 /* One call of the API: the collective, its arguments, then submit. */

@@ -19,16 +19,35 @@
 struct exec_hook;
 struct call_path;
 
-/* One collective call, as enqueued. */
+/* One transfer of a send/recv batch (SCHED_P2P), as posted. */
+typedef struct {
+  int send; /* 1: sharc_send, 0: sharc_recv */
+  int peer;
+  sharc_dtype_t dtype;
+  void *buf;
+  size_t count; /* elements */
+} call_p2p_op_t;
+
+/* A batch of sends and receives on one communicator and stream: one call
+ * alone, or those of a group; owned by its call (freed after it ran or was
+ * skipped). */
+typedef struct call_p2p {
+  size_t n;
+  call_p2p_op_t ops[];
+} call_p2p_t;
+
+/* One collective call, as enqueued (fields ordered so that a stream item
+ * stays small). */
 typedef struct {
   sched_coll_t coll;
-  const void *sendbuf;
-  void *recvbuf;
-  size_t count; /* NCCL meaning, see sched_args_t */
   sharc_dtype_t dtype;
   sharc_op_t op;
   int root;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count; /* NCCL meaning, see sched_args_t; SCHED_P2P: bytes */
   struct sharc_comm *comm;
+  call_p2p_t *p2p; /* SCHED_P2P: the batch; else NULL */
   uint64_t ticket; /* position in comm's issue order */
   /* The path that runs the call in its turn instead of the host collective
    * on its buffers (a GPU path, comm/gpu/gpu.h), with its state; NULL: the

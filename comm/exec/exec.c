@@ -451,13 +451,19 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     if (now - last_progress >= comm->cfg.timeout_ns) {
       char waits[400], behind[300];
       describe_waits(comm, sts, n, waits, sizeof waits);
-      int laggard = find_laggards(comm, behind, sizeof behind);
-      if (laggard < 0)
+      /* Only the awaited peers take part in a send/recv batch: ranks behind
+       * in the collectives or waiting elsewhere say nothing about it. */
+      int laggard = -1;
+      behind[0] = '\0';
+      if (!s->partial)
+        laggard = find_laggards(comm, behind, sizeof behind);
+      if (laggard < 0 && !s->partial)
         laggard = follow_waits(comm, *published, behind, sizeof behind);
       sharc_status_t st = comm_record(
           comm, SHARC_ERR_TIMEOUT,
-          "collective #%llu: no progress for %llu s while %s%s "
+          "%s #%llu: no progress for %llu s while %s%s "
           "(SHARC_TIMEOUT=%s)",
+          s->partial ? "send/recv after collective" : "collective",
           (unsigned long long)comm->seq,
           (unsigned long long)((now - last_progress) / 1000000000ull), waits,
           behind, param_str(PARAM_TIMEOUT));

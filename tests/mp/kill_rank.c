@@ -68,11 +68,12 @@ enum coll {
   C_ALL_TO_ALL,
   C_GATHER,
   C_SCATTER,
+  C_SEND_RECV, /* all_to_all's data by grouped sharc_send/sharc_recv */
   C_NCOLL
 };
 static const char *const coll_names[C_NCOLL] = {
     "all_reduce", "all_gather", "reduce_scatter", "reduce",
-    "all_to_all", "gather",     "scatter"};
+    "all_to_all", "gather",     "scatter",        "send_recv"};
 
 static enum at at = AT_RUN;
 static int victim;  /* this process fails at `at` */
@@ -119,7 +120,8 @@ EXPORTED int unlink(const char *path) {
 
 static int usage(void) {
   fprintf(stderr, "usage: sharcrun -n N kill_rank [--coll all_reduce|"
-                  "all_gather|reduce_scatter|reduce|all_to_all|gather|scatter] "
+                  "all_gather|reduce_scatter|reduce|all_to_all|gather|scatter|"
+                  "send_recv] "
                   "[--at run|publish|unlink|abort] "
                   "[--mem host|cuda] K [SECONDS [LINGER]]\n"
                   "       kill_rank --probe-cuda\n");
@@ -250,7 +252,14 @@ static int step(enum coll c, const float *in, float *out, size_t per, int n,
     *st = sharc_gather(in, out, per, SHARC_F32, 0, comm, s);
   else if (c == C_SCATTER)
     *st = sharc_scatter(in, out, per, SHARC_F32, 0, comm, s);
-  else
+  else if (c == C_SEND_RECV) {
+    sharc_group_start();
+    for (int p = 0; p < n; p++) {
+      sharc_send(in + (size_t)p * per, per, SHARC_F32, p, comm, s);
+      sharc_recv(out + (size_t)p * per, per, SHARC_F32, p, comm, s);
+    }
+    *st = sharc_group_end();
+  } else
     *st = sharc_all_to_all(in, out, per, SHARC_F32, comm, s);
   /* reduce, gather: the root's result */
   int checked = (c != C_REDUCE && c != C_GATHER) || my_rank == 0;
@@ -266,7 +275,8 @@ static int step(enum coll c, const float *in, float *out, size_t per, int n,
   /* all_gather, all_to_all, gather: block r holds r + 1 (rank r's value);
    * scatter: rank r gets the root's block r, r + 1; the reductions: n
    * everywhere. */
-  int blocks = c == C_ALL_GATHER || c == C_ALL_TO_ALL || c == C_GATHER;
+  int blocks = c == C_ALL_GATHER || c == C_ALL_TO_ALL || c == C_GATHER ||
+               c == C_SEND_RECV;
   float first = blocks           ? 1.0f
                 : c == C_SCATTER ? (float)(my_rank + 1)
                                  : (float)n;
@@ -362,7 +372,8 @@ int main(int argc, char **argv) {
     if (!fill || !in || !out)
       return 2;
     for (size_t j = 0; j < inn; j++)
-      fill[j] = coll == C_ALL_GATHER || coll == C_ALL_TO_ALL || coll == C_GATHER
+      fill[j] = coll == C_ALL_GATHER || coll == C_ALL_TO_ALL ||
+                        coll == C_GATHER || coll == C_SEND_RECV
                     ? (float)(rank + 1)
                 : coll == C_SCATTER ? (float)(j / per + 1) /* block b: b + 1 */
                                     : 1.0f;

@@ -60,10 +60,11 @@ static int reduces(sched_coll_t c) {
          c == SCHED_REDUCE;
 }
 
-/* Every collective that moves data (all but the barrier), in turn. */
+/* Every collective that moves data (all but the barrier and send/recv
+ * batches, which have no algorithm), in turn. */
 #define FOR_DATA_COLLS(co)                                                     \
   for (int co = 0; co < SCHED_COLL_COUNT; co++)                                \
-    if (co != SCHED_BARRIER)
+    if (co != SCHED_BARRIER && co != SCHED_P2P)
 
 /* Main sweep: every algorithm x collective x nranks 1..33 x counts x
  * in place x channels, int32 sum (plus u8 max on a subset). */
@@ -646,6 +647,58 @@ static void test_cache(void) {
   sched_cache_free(&c); /* and may be freed again */
 }
 
+/* The send/recv batch builder: transfers in posting order in one round,
+ * large ones cut across channels, transfers with itself paired as copies,
+ * unpaired or mismatched self transfers refused, empty ones dropped. */
+static void test_p2p_build(void) {
+  /* rank 1: send 10 B to 2, recv 300 KiB from 0, send 5 B to 2, recv 4 B
+   * from itself, send 0 B to 3, send 4 B to itself */
+  const sched_p2p_t ops[] = {{1, 2, 10}, {0, 0, 300000}, {1, 2, 5},
+                             {0, 1, 4},  {1, 3, 0},      {1, 1, 4}};
+  sched_t s;
+  sched_init(&s);
+  sharc_status_t st = sched_p2p_build(ops, 6, 1, 4, 262144, &s);
+  EXPECT(st == SHARC_OK, "p2p build: %s", err_last());
+  EXPECT(s.partial == 1 && s.nrounds == 1, "p2p: partial %d, %zu rounds",
+         s.partial, s.nrounds);
+  /* 10 B to 2; 4 pieces of the 300 KiB; 5 B to 2; the self copy */
+  EXPECT(s.nops == 7, "p2p: %zu ops, want 7", s.nops);
+  if (s.nops == 7) {
+    const sched_op_t *o = s.ops;
+    EXPECT(o[0].kind == SCHED_SEND && o[0].peer == 2 && o[0].count == 10 &&
+               o[0].src_buf == SCHED_BUF_P2P + 0,
+           "p2p op 0");
+    size_t got = 0;
+    for (int c = 0; c < 4; c++) {
+      EXPECT(o[1 + c].kind == SCHED_RECV && o[1 + c].peer == 0 &&
+                 o[1 + c].chan == c && o[1 + c].dst_buf == SCHED_BUF_P2P + 1 &&
+                 o[1 + c].dst_off == got,
+             "p2p piece %d", c);
+      got += o[1 + c].count;
+    }
+    EXPECT(got == 300000, "p2p pieces hold %zu bytes", got);
+    EXPECT(o[5].kind == SCHED_SEND && o[5].count == 5 &&
+               o[5].src_buf == SCHED_BUF_P2P + 2,
+           "p2p op 5: the second send to 2 after the first");
+    EXPECT(o[6].kind == SCHED_COPY && o[6].src_buf == SCHED_BUF_P2P + 5 &&
+               o[6].dst_buf == SCHED_BUF_P2P + 3 && o[6].count == 4,
+           "p2p: self send 5 copies into self recv 3");
+  }
+  sched_free(&s);
+  const sched_p2p_t lone[] = {{1, 0, 8}};
+  sched_init(&s);
+  st = sched_p2p_build(lone, 1, 0, 1, 262144, &s);
+  EXPECT(st == SHARC_ERR_INVALID_ARG && strstr(err_last(), "itself"),
+         "p2p: a lone send to self is refused (%s)", sharc_status_name(st));
+  sched_free(&s);
+  const sched_p2p_t uneven[] = {{0, 0, 8}, {1, 0, 9}};
+  sched_init(&s);
+  st = sched_p2p_build(uneven, 2, 0, 1, 262144, &s);
+  EXPECT(st == SHARC_ERR_INVALID_ARG && strstr(err_last(), "must match"),
+         "p2p: self sizes that differ are refused (%s)", sharc_status_name(st));
+  sched_free(&s);
+}
+
 int main(void) {
   setenv("SHARC_DEBUG", "NONE", 0); /* negative tests set errors on purpose */
   const char *q = getenv("SHARC_TEST_QUICK");
@@ -656,6 +709,7 @@ int main(void) {
   test_negative();
   test_pick();
   test_cache();
+  test_p2p_build();
   sweep_main(quick);
   sweep_types(quick);
   sweep_large(quick);

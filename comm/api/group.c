@@ -1,0 +1,246 @@
+/*
+ * group.c - point-to-point calls (sharc_send, sharc_recv) and groups
+ * (sharc_group_start / sharc_group_end), see sharc.h.
+ *
+ * A send or receive outside a group is a batch of one transfer, issued as a
+ * call of its own (SCHED_P2P: ticketed in its communicator's order like a
+ * collective, but only its two ranks take part). Inside a group every call
+ * is checked when it is posted, then recorded on the thread's open group;
+ * the outermost sharc_group_end issues them per communicator (a lane): the
+ * lane's collectives in posting order, then one batch per stream of all its
+ * sends and receives, in which every transfer progresses at once. Lanes
+ * with a blocking call run on a thread each, so a group spanning
+ * communicators cannot deadlock on the order its ranks posted them in.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "gpu.h" /* dev_first_device_ptr */
+#include "group_rec.h"
+#include "stream.h"
+
+/* Issues the batch of n transfers ops (copied) on comm and stream. */
+static sharc_status_t issue_batch(struct sharc_comm *comm,
+                                  sharc_stream_t stream,
+                                  const call_p2p_op_t *const *ops, size_t n) {
+  call_p2p_t *b = malloc(sizeof *b + n * sizeof b->ops[0]);
+  if (!b)
+    return comm_error(comm, SHARC_ERR_NO_MEM,
+                      "sharc_send/sharc_recv: out of memory for %zu "
+                      "transfers",
+                      n);
+  b->n = n;
+  size_t bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    b->ops[i] = *ops[i];
+    bytes += ops[i]->count * sharc_dtype_size(ops[i]->dtype);
+  }
+  coll_call_t c = {.coll = SCHED_P2P,
+                   .dtype = SHARC_U8,
+                   .op = SHARC_SUM,
+                   .root = -1,
+                   .count = bytes,
+                   .comm = comm,
+                   .p2p = b};
+  return coll_issue(&c, stream);
+}
+
+/* The checks of one send or receive, the message naming the argument. */
+static sharc_status_t p2p_validate(const char *fn, const void *buf,
+                                   size_t count, sharc_dtype_t dtype, int peer,
+                                   struct sharc_comm *comm,
+                                   sharc_stream_t stream) {
+  if (!comm)
+    return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  if ((unsigned)dtype >= SHARC_DTYPE_COUNT)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: unknown dtype %d; use SHARC_F32 .. SHARC_U64", fn,
+                      (int)dtype);
+  if (peer < 0 || peer >= comm->nranks)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: peer %d outside the communicator of %d ranks", fn,
+                      peer, comm->nranks);
+  if (count > SIZE_MAX / sharc_dtype_size(dtype))
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: count %zu x %zu bytes overflows the address space",
+                      fn, count, sharc_dtype_size(dtype));
+  if (count == 0)
+    return SHARC_OK;
+  if (!buf)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: buf is NULL with count %zu", fn, count);
+  if (stream_is_bound(stream))
+    return comm_error(comm, SHARC_ERR_UNSUPPORTED,
+                      "%s: on a CUDA stream: not supported yet; send and "
+                      "receive host memory on a host stream or blocking "
+                      "(stream NULL)",
+                      fn);
+  if (dev_first_device_ptr(buf, NULL))
+    return comm_error(comm, SHARC_ERR_UNSUPPORTED,
+                      "%s: buf is device memory; send and receive of device "
+                      "memory are not supported yet: copy it to host memory "
+                      "first",
+                      fn);
+  return SHARC_OK;
+}
+
+static sharc_status_t p2p_post(int send, const void *buf, size_t count,
+                               sharc_dtype_t dtype, int peer,
+                               struct sharc_comm *comm, sharc_stream_t stream) {
+  const char *fn = send ? "sharc_send" : "sharc_recv";
+  sharc_status_t st = p2p_validate(fn, buf, count, dtype, peer, comm, stream);
+  if (st != SHARC_OK)
+    return group_fail(st);
+  if (count == 0)
+    return SHARC_OK; /* both sides drop it alike */
+  call_p2p_op_t op = {.send = send,
+                      .peer = peer,
+                      .dtype = dtype,
+                      .buf = (void *)buf,
+                      .count = count};
+  if (peer == comm->rank && !group_active())
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: peer %d is this rank; a transfer with itself "
+                      "needs its matching %s from itself in the same group "
+                      "(sharc_group_start/end)",
+                      fn, peer, send ? "sharc_recv" : "sharc_send");
+  if (group_active()) {
+    group_item_t it = {.p2p = 1, .op = op, .comm = comm, .stream = stream};
+    return group_push(&it);
+  }
+  const call_p2p_op_t *one = &op;
+  return issue_batch(comm, stream, &one, 1);
+}
+
+sharc_status_t sharc_send(const void *buf, size_t count, sharc_dtype_t dtype,
+                          int peer, sharc_comm_t comm, sharc_stream_t stream) {
+  return p2p_post(1, buf, count, dtype, peer, comm, stream);
+}
+
+sharc_status_t sharc_recv(void *buf, size_t count, sharc_dtype_t dtype,
+                          int peer, sharc_comm_t comm, sharc_stream_t stream) {
+  return p2p_post(0, buf, count, dtype, peer, comm, stream);
+}
+
+sharc_status_t sharc_group_start(void) {
+  group_rec_open();
+  return SHARC_OK;
+}
+
+/* One communicator's share of a group, issued in order by one thread. */
+typedef struct {
+  struct sharc_comm *comm;
+  const group_item_t *items; /* the group's, in posting order */
+  size_t nitems;
+  int blocking; /* holds a call with stream NULL */
+  pthread_t thread;
+  int threaded;
+  sharc_status_t st;
+  char msg[512];
+} lane_t;
+
+static void lane_note(lane_t *l, sharc_status_t st) {
+  if (st != SHARC_OK && l->st == SHARC_OK) {
+    l->st = st;
+    snprintf(l->msg, sizeof l->msg, "%s", err_last());
+  }
+}
+
+static void *lane_run(void *arg) {
+  lane_t *l = arg;
+  const group_item_t *it = l->items;
+  for (size_t i = 0; i < l->nitems; i++) /* collectives first, in order */
+    if (it[i].comm == l->comm && !it[i].p2p) {
+      coll_call_t c = it[i].call;
+      lane_note(l, coll_issue(&c, it[i].stream));
+    }
+  const call_p2p_op_t **ops = malloc(l->nitems * sizeof *ops);
+  if (!ops) {
+    lane_note(l, comm_error(l->comm, SHARC_ERR_NO_MEM,
+                            "sharc_group_end: out of memory"));
+    return NULL;
+  }
+  /* then one batch per stream, streams in order of first appearance */
+  for (size_t i = 0; i < l->nitems; i++) {
+    if (it[i].comm != l->comm || !it[i].p2p)
+      continue;
+    int first = 1;
+    for (size_t j = 0; j < i && first; j++)
+      first =
+          !(it[j].comm == l->comm && it[j].p2p && it[j].stream == it[i].stream);
+    if (!first)
+      continue;
+    size_t n = 0;
+    for (size_t j = i; j < l->nitems; j++)
+      if (it[j].comm == l->comm && it[j].p2p && it[j].stream == it[i].stream)
+        ops[n++] = &it[j].op;
+    lane_note(l, issue_batch(l->comm, it[i].stream, ops, n));
+  }
+  free(ops);
+  return NULL;
+}
+
+sharc_status_t sharc_group_end(void) {
+  int outer;
+  group_item_t *items;
+  size_t n;
+  CHECK(group_rec_close(&outer, &items, &n));
+  if (!outer || n == 0) {
+    free(items);
+    return SHARC_OK;
+  }
+  lane_t *lanes = calloc(n, sizeof *lanes);
+  if (!lanes) {
+    free(items);
+    return err_set(SHARC_ERR_NO_MEM, "sharc_group_end: out of memory");
+  }
+  size_t nl = 0, nblocking = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t l = 0;
+    while (l < nl && lanes[l].comm != items[i].comm)
+      l++;
+    if (l == nl) {
+      lanes[nl++] = (lane_t){
+          .comm = items[i].comm, .items = items, .nitems = n, .st = SHARC_OK};
+    }
+    if (!items[i].stream && !lanes[l].blocking) {
+      lanes[l].blocking = 1;
+      nblocking++;
+    }
+  }
+  /* Lanes that only enqueue first, so that no blocking call here waits on
+   * a peer that waits on them; then the blocking lanes, all but the last
+   * on a thread of their own when there are several (one that cannot get
+   * a thread runs here). */
+  for (size_t l = 0; l < nl; l++)
+    if (!lanes[l].blocking)
+      lane_run(&lanes[l]);
+  size_t spawned = 0;
+  for (size_t l = 0; l < nl && spawned + 1 < nblocking; l++)
+    if (lanes[l].blocking) {
+      spawned++;
+      lanes[l].threaded =
+          pthread_create(&lanes[l].thread, NULL, lane_run, &lanes[l]) == 0;
+    }
+  for (size_t l = 0; l < nl; l++)
+    if (lanes[l].blocking && !lanes[l].threaded)
+      lane_run(&lanes[l]);
+  sharc_status_t st = SHARC_OK;
+  char msg[512] = "";
+  for (size_t l = 0; l < nl; l++) {
+    if (lanes[l].threaded)
+      pthread_join(lanes[l].thread, NULL);
+    if (lanes[l].st != SHARC_OK && st == SHARC_OK) {
+      st = lanes[l].st;
+      snprintf(msg, sizeof msg, "%s", lanes[l].msg);
+    }
+  }
+  free(lanes);
+  free(items);
+  if (st != SHARC_OK)
+    return err_record(st, "%s", msg);
+  return SHARC_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * group_rec.c - the open group of this thread (group_rec.h).
+ */
+#include "group_rec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct {
+  int depth;
+  group_item_t *items;
+  size_t n, cap;
+  sharc_status_t err; /* the first failed call of the group */
+  char msg[512];
+} group_t;
+
+static _Thread_local group_t group_tl;
+
+int group_active(void) { return group_tl.depth > 0; }
+
+void group_rec_open(void) {
+  group_t *g = &group_tl;
+  if (g->depth++ == 0) {
+    g->n = 0;
+    g->err = SHARC_OK;
+    g->msg[0] = '\0';
+  }
+}
+
+sharc_status_t group_fail(sharc_status_t st) {
+  group_t *g = &group_tl;
+  if (g->depth > 0 && g->err == SHARC_OK && st != SHARC_OK) {
+    g->err = st;
+    snprintf(g->msg, sizeof g->msg, "%s", err_last());
+  }
+  return st;
+}
+
+sharc_status_t group_push(const group_item_t *it) {
+  group_t *g = &group_tl;
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? 2 * g->cap : 16;
+    group_item_t *p = realloc(g->items, cap * sizeof *p);
+    if (!p)
+      return group_fail(err_set(
+          SHARC_ERR_NO_MEM, "sharc_group: out of memory for %zu calls", cap));
+    g->items = p;
+    g->cap = cap;
+  }
+  g->items[g->n++] = *it;
+  return SHARC_OK;
+}
+
+sharc_status_t group_add(const coll_call_t *call, sharc_stream_t stream) {
+  group_item_t it = {
+      .p2p = 0, .call = *call, .comm = call->comm, .stream = stream};
+  return group_push(&it);
+}
+
+sharc_status_t group_rec_close(int *outer, group_item_t **items, size_t *n) {
+  group_t *g = &group_tl;
+  *outer = 0;
+  *items = NULL;
+  *n = 0;
+  if (g->depth == 0)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_group_end: no group is open on this thread; call "
+                   "sharc_group_start first");
+  if (--g->depth > 0)
+    return SHARC_OK;
+  *outer = 1;
+  size_t count = g->n;
+  g->n = 0;
+  if (g->err != SHARC_OK)
+    return err_record(g->err,
+                      "sharc_group_end: a call in the group failed, so "
+                      "nothing of the group was issued: %s",
+                      g->msg);
+  /* The record is the caller's now: a group opened while it issues (by
+   * this thread, after we return) starts a new one. */
+  *items = g->items;
+  *n = count;
+  g->items = NULL;
+  g->cap = 0;
+  return SHARC_OK;
+}

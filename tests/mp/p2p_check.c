@@ -1,0 +1,474 @@
+/*
+ * p2p_check.c - sharc_send / sharc_recv and groups on real ranks (run by
+ * sharcrun, every rank the same program):
+ *
+ *   p2p_check [--quick]     the sweep: every dtype x count {0, 1, 7, 1000,
+ *                           1048579} as a ring exchange in a group (each
+ *                           rank posting send and receive in its own
+ *                           order; blocking and on a host stream) and
+ *                           without a group; messages of one pair matched
+ *                           in order; all-to-all's blocks by grouped sends
+ *                           and receives to every peer (itself included),
+ *                           posted in a different order on every rank;
+ *                           a group spanning two communicators posted in
+ *                           opposite orders by neighbouring ranks; empty,
+ *                           nested and failed groups; bad arguments.
+ *                           --quick: the large count for two dtypes only.
+ *   p2p_check --unmatched   (3+ ranks, SHARC_TIMEOUT small) rank 0 sends 64
+ *                           MiB to rank 1, which receives from rank 2
+ *                           instead, which posts nothing: ranks 0 and 1
+ *                           fail with SHARC_ERR_TIMEOUT naming the peer
+ *                           they wait on, within the timeout.
+ *   p2p_check --mismatch    (2+ ranks, SHARC_CHECK=1) rank 0 sends 100 f32
+ *                           to rank 1, which receives 99: both fail with
+ *                           SHARC_ERR_MISMATCH naming both sides alike;
+ *                           then rank 0 sends while rank 1 calls
+ *                           sharc_all_reduce: both name the other's call.
+ *
+ * Payloads are bytes of a hash of (sender, receiver, message tag, byte
+ * index), so every rank knows what it must receive. Exit 0 when every check
+ * passed, 1 otherwise (each failure printed with the rank).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sharc.h"
+
+static int me, nr, failures;
+static sharc_comm_t world;
+
+#define BIG 1048579
+static const size_t counts[] = {0, 1, 7, 1000, BIG};
+#define NCOUNTS (sizeof counts / sizeof counts[0])
+
+static void fail(const char *fmt, const char *what, long a, long b) {
+  if (failures++ < 10) {
+    printf("rank %d: FAIL %s: ", me, what);
+    printf(fmt, a, b);
+    printf("\n");
+  }
+}
+
+static void check_st(sharc_status_t st, sharc_comm_t comm, const char *what) {
+  if (st != SHARC_OK && failures++ < 10)
+    printf("rank %d: FAIL %s: %s: %s\n", me, what, sharc_status_name(st),
+           comm ? sharc_comm_last_error(comm) : sharc_last_error());
+}
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Byte i of the message from src to dst with tag t. */
+static uint8_t pat(int src, int dst, int t, size_t i) {
+  uint64_t w = mix(((uint64_t)src << 48) ^ ((uint64_t)dst << 32) ^
+                   ((uint64_t)t << 20) ^ (i >> 3));
+  return (uint8_t)(w >> (8 * (i & 7)));
+}
+
+static void fill(uint8_t *p, size_t n, int src, int dst, int t) {
+  for (size_t i = 0; i < n; i++)
+    p[i] = pat(src, dst, t, i);
+}
+
+/* 1 if p holds the message; reports the first wrong byte. */
+static int verify(const uint8_t *p, size_t n, int src, int dst, int t,
+                  const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != pat(src, dst, t, i)) {
+      char w[160];
+      snprintf(w, sizeof w, "%s (from rank %d, tag %d) byte %zu", what, src, t,
+               i);
+      fail("expected %ld, got %ld", w, pat(src, dst, t, i), p[i]);
+      return 0;
+    }
+  return 1;
+}
+
+static size_t dsize(int dt) { return sharc_dtype_size((sharc_dtype_t)dt); }
+
+/* Ring exchange of count elements of dt, tag t: send to r+1, receive from
+ * r-1; in a group (even ranks post the receive first) or without one (even
+ * ranks send first, odd ranks receive first: no cycle of waits). */
+static void ring(int dt, size_t count, int t, int grouped,
+                 sharc_stream_t stream) {
+  size_t bytes = count * dsize(dt);
+  int to = (me + 1) % nr, from = (me + nr - 1) % nr;
+  uint8_t *s = malloc(bytes + 1), *r = malloc(bytes + 1);
+  fill(s, bytes, me, to, t);
+  memset(r, 0xEE, bytes + 1);
+  char what[96];
+  snprintf(what, sizeof what, "ring %s%s %s x %zu",
+           grouped ? "group" : "no-group", stream ? " stream" : "",
+           sharc_dtype_name((sharc_dtype_t)dt), count);
+  sharc_status_t st = SHARC_OK, st2;
+  if (grouped) {
+    sharc_group_start();
+    if (me % 2 == 0) {
+      st = sharc_recv(r, count, (sharc_dtype_t)dt, from, world, stream);
+      st2 = sharc_send(s, count, (sharc_dtype_t)dt, to, world, stream);
+    } else {
+      st = sharc_send(s, count, (sharc_dtype_t)dt, to, world, stream);
+      st2 = sharc_recv(r, count, (sharc_dtype_t)dt, from, world, stream);
+    }
+    st = st != SHARC_OK ? st : st2;
+    st2 = sharc_group_end();
+    st = st != SHARC_OK ? st : st2;
+  } else if (me % 2 == 0 && nr > 1) {
+    st = sharc_send(s, count, (sharc_dtype_t)dt, to, world, stream);
+    if (st == SHARC_OK)
+      st = sharc_recv(r, count, (sharc_dtype_t)dt, from, world, stream);
+  } else if (nr > 1) {
+    st = sharc_recv(r, count, (sharc_dtype_t)dt, from, world, stream);
+    if (st == SHARC_OK)
+      st = sharc_send(s, count, (sharc_dtype_t)dt, to, world, stream);
+  } else { /* one rank: only a group pairs a send to itself */
+    free(s);
+    free(r);
+    return;
+  }
+  if (st == SHARC_OK && stream)
+    st = sharc_stream_synchronize(stream);
+  check_st(st, world, what);
+  if (st == SHARC_OK)
+    verify(r, bytes, from, me, t, what);
+  if (r[bytes] != 0xEE)
+    fail("byte past the end changed: %ld -> %ld", what, 0xEE, r[bytes]);
+  free(s);
+  free(r);
+}
+
+/* Three messages of different sizes and types from rank 0 to the last
+ * rank, no group: received in posting order. */
+static void ordering(void) {
+  int last = nr - 1;
+  if (nr < 2 || (me != 0 && me != last))
+    return;
+  static const size_t n[3] = {7, 300000, 1};
+  static const int dt[3] = {SHARC_U8, SHARC_F64, SHARC_I32};
+  for (int k = 0; k < 3; k++) {
+    size_t bytes = n[k] * dsize(dt[k]);
+    uint8_t *b = malloc(bytes);
+    sharc_status_t st;
+    if (me == 0) {
+      fill(b, bytes, 0, last, 100 + k);
+      st = sharc_send(b, n[k], (sharc_dtype_t)dt[k], last, world, NULL);
+    } else {
+      st = sharc_recv(b, n[k], (sharc_dtype_t)dt[k], 0, world, NULL);
+      if (st == SHARC_OK)
+        verify(b, bytes, 0, last, 100 + k, "ordering");
+    }
+    check_st(st, world, "ordering");
+    free(b);
+  }
+}
+
+/* All-to-all's blocks by one group of sends and receives with every rank,
+ * itself included, posted in an order of this rank's own; compared with
+ * sharc_all_to_all of the same input. */
+static void all_pairs(size_t count, sharc_stream_t stream) {
+  size_t bytes = count * 4;
+  uint8_t *s = malloc(bytes * (size_t)nr), *r = malloc(bytes * (size_t)nr);
+  uint8_t *ref = malloc(bytes * (size_t)nr);
+  for (int p = 0; p < nr; p++)
+    fill(s + (size_t)p * bytes, bytes, me, p, 7);
+  memset(r, 0, bytes * (size_t)nr);
+  int *order = malloc(2 * (size_t)nr * sizeof *order);
+  for (int i = 0; i < 2 * nr; i++)
+    order[i] = i;
+  uint64_t h = mix((uint64_t)me + 1);
+  for (int i = 2 * nr - 1; i > 0; i--) { /* shuffle per rank */
+    h = mix(h);
+    int j = (int)(h % (uint64_t)(i + 1)), x = order[i];
+    order[i] = order[j];
+    order[j] = x;
+  }
+  sharc_group_start();
+  for (int i = 0; i < 2 * nr; i++) {
+    int p = order[i] / 2;
+    if (order[i] % 2)
+      sharc_send(s + (size_t)p * bytes, count, SHARC_F32, p, world, stream);
+    else
+      sharc_recv(r + (size_t)p * bytes, count, SHARC_F32, p, world, stream);
+  }
+  sharc_status_t st = sharc_group_end();
+  if (st == SHARC_OK && stream)
+    st = sharc_stream_synchronize(stream);
+  char what[64];
+  snprintf(what, sizeof what, "all pairs f32 x %zu%s", count,
+           stream ? " stream" : "");
+  check_st(st, world, what);
+  for (int p = 0; p < nr && st == SHARC_OK; p++)
+    if (!verify(r + (size_t)p * bytes, bytes, p, me, 7, what))
+      break;
+  st = sharc_all_to_all(s, ref, count, SHARC_F32, world, NULL);
+  check_st(st, world, "all_to_all reference");
+  if (st == SHARC_OK && memcmp(ref, r, bytes * (size_t)nr))
+    fail("differs from sharc_all_to_all (%ld, %ld)", what, 0, 0);
+  free(order);
+  free(s);
+  free(r);
+  free(ref);
+}
+
+/* A group spanning two communicators (the same ranks, two orders): even
+ * ranks post all_reduce on a, then b, then a ring on b; odd ranks the
+ * reverse. Blocking calls on both: each runs on its own thread. */
+static void two_comms(sharc_comm_t a, sharc_comm_t b) {
+  size_t n = 100000;
+  float *x = malloc(n * sizeof *x), *ya = malloc(n * sizeof *ya),
+        *yb = malloc(n * sizeof *yb);
+  for (size_t i = 0; i < n; i++)
+    x[i] = (float)(me + 1);
+  int rb = 0, nb = 1;
+  sharc_comm_rank(b, &rb);
+  sharc_comm_size(b, &nb);
+  size_t bytes = 4096;
+  uint8_t *s = malloc(bytes), *r = malloc(bytes);
+  fill(s, bytes, rb, (rb + 1) % nb, 9);
+  sharc_status_t st[5] = {SHARC_OK, SHARC_OK, SHARC_OK, SHARC_OK, SHARC_OK};
+  sharc_group_start();
+  if (me % 2 == 0) {
+    st[0] = sharc_all_reduce(x, ya, n, SHARC_F32, SHARC_SUM, a, NULL);
+    st[1] = sharc_all_reduce(x, yb, n, SHARC_F32, SHARC_SUM, b, NULL);
+    st[2] = sharc_send(s, bytes, SHARC_U8, (rb + 1) % nb, b, NULL);
+    st[3] = sharc_recv(r, bytes, SHARC_U8, (rb + nb - 1) % nb, b, NULL);
+  } else {
+    st[3] = sharc_recv(r, bytes, SHARC_U8, (rb + nb - 1) % nb, b, NULL);
+    st[2] = sharc_send(s, bytes, SHARC_U8, (rb + 1) % nb, b, NULL);
+    st[1] = sharc_all_reduce(x, yb, n, SHARC_F32, SHARC_SUM, b, NULL);
+    st[0] = sharc_all_reduce(x, ya, n, SHARC_F32, SHARC_SUM, a, NULL);
+  }
+  st[4] = sharc_group_end();
+  for (int i = 0; i < 5; i++)
+    check_st(st[i], NULL, "two communicators in one group");
+  float want = (float)nr * (float)(nr + 1) / 2;
+  if (st[4] == SHARC_OK) {
+    if (ya[0] != want || ya[n - 1] != want || yb[0] != want ||
+        yb[n - 1] != want)
+      fail("all_reduce result %ld (want %ld)", "two communicators", (long)ya[0],
+           (long)want);
+    verify(r, bytes, (rb + nb - 1) % nb, rb, 9, "two communicators ring");
+  }
+  free(x);
+  free(ya);
+  free(yb);
+  free(s);
+  free(r);
+}
+
+/* Groups with nothing, nested groups, a failed group, bad arguments. */
+static void groups_and_args(void) {
+  check_st(sharc_group_start(), NULL, "empty group start");
+  check_st(sharc_group_end(), NULL, "empty group end");
+  sharc_status_t st = sharc_group_end();
+  if (st != SHARC_ERR_INVALID_ARG || !strstr(sharc_last_error(), "no group"))
+    fail("group_end without start: status %ld%ld", "groups", st, 0);
+  /* nested: only the outer end issues */
+  uint8_t s[64], r[64];
+  int to = (me + 1) % nr, from = (me + nr - 1) % nr;
+  fill(s, sizeof s, me, to, 11);
+  sharc_group_start();
+  sharc_group_start();
+  sharc_send(s, sizeof s, SHARC_U8, to, world, NULL);
+  check_st(sharc_group_end(), NULL, "inner group end");
+  sharc_recv(r, sizeof r, SHARC_U8, from, world, NULL);
+  check_st(sharc_group_end(), NULL, "nested group");
+  verify(r, sizeof r, from, me, 11, "nested group");
+  /* a bad call fails the group: nothing of it is issued */
+  sharc_group_start();
+  sharc_send(s, sizeof s, SHARC_U8, to, world, NULL);
+  st = sharc_recv(r, sizeof r, SHARC_U8, nr, world, NULL);
+  if (st != SHARC_ERR_INVALID_ARG)
+    fail("recv from peer nranks: status %ld%ld", "bad peer", st, 0);
+  st = sharc_group_end();
+  if (st != SHARC_ERR_INVALID_ARG ||
+      !strstr(sharc_last_error(), "nothing of the group was issued"))
+    fail("group_end after a failed call: status %ld%ld", "failed group", st, 0);
+  /* the communicator still works: nothing was issued, on any rank */
+  check_st(sharc_barrier(world, NULL), world, "barrier after failed group");
+  if (sharc_send(s, 1, (sharc_dtype_t)99, to, world, NULL) !=
+      SHARC_ERR_INVALID_ARG)
+    fail("bad dtype accepted%ld%ld", "args", 0, 0);
+  if (sharc_send(NULL, 1, SHARC_U8, to, world, NULL) != SHARC_ERR_INVALID_ARG)
+    fail("NULL buf accepted%ld%ld", "args", 0, 0);
+  if (sharc_recv(r, 1, SHARC_U8, -1, world, NULL) != SHARC_ERR_INVALID_ARG)
+    fail("peer -1 accepted%ld%ld", "args", 0, 0);
+  if (sharc_send(s, 1, SHARC_U8, 0, NULL, NULL) != SHARC_ERR_INVALID_ARG)
+    fail("NULL comm accepted%ld%ld", "args", 0, 0);
+  check_st(sharc_send(NULL, 0, SHARC_U8, to, world, NULL), world,
+           "count 0 send");
+  /* to itself outside a group: no receive can pair with it */
+  st = sharc_send(s, 8, SHARC_U8, me, world, NULL);
+  if (st != SHARC_ERR_INVALID_ARG || !strstr(sharc_last_error(), "itself"))
+    fail("send to self alone: status %ld%ld", "self", st, 0);
+  check_st(sharc_barrier(world, NULL), world, "barrier after args");
+}
+
+static int run_sweep(int quick) {
+  sharc_stream_t stream;
+  check_st(sharc_stream_create(&stream), NULL, "stream");
+  int t = 0;
+  for (int dt = 0; dt < SHARC_DTYPE_COUNT; dt++)
+    for (size_t c = 0; c < NCOUNTS; c++) {
+      if (quick && counts[c] == BIG && dt != SHARC_F32 && dt != SHARC_BF16)
+        continue;
+      ring(dt, counts[c], t++, 1, dt % 2 ? stream : NULL);
+      ring(dt, counts[c], t++, 0, dt % 2 ? NULL : stream);
+    }
+  ordering();
+  all_pairs(1000, NULL);
+  all_pairs(70000, stream);
+  sharc_comm_t a = NULL, b = NULL;
+  check_st(sharc_comm_split(world, 0, me, &a), world, "split a");
+  check_st(sharc_comm_split(world, 0, nr - me, &b), world, "split b");
+  if (a && b)
+    two_comms(a, b);
+  groups_and_args();
+  sharc_comm_destroy(a);
+  sharc_comm_destroy(b);
+  check_st(sharc_stream_destroy(stream), NULL, "stream destroy");
+  return failures;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Rank 0 sends to rank 1, which receives from rank 2, which sends
+ * nothing: both time out naming the peer. */
+static int run_unmatched(void) {
+  if (nr < 3) {
+    if (me == 0)
+      printf("SKIP: --unmatched needs 3 ranks\n");
+    return 77;
+  }
+  const char *tv = getenv("SHARC_TIMEOUT");
+  double limit = (tv ? atof(tv) : 300) + 5;
+  /* more than tcp buffers in the kernel and the transport (a send that
+   * fits completes before its receive is posted, as MPI_Send may) */
+  size_t n = 64u << 20;
+  uint8_t *b = calloc(n, 1);
+  /* one communicator per wait: a failure of one does not end the other */
+  sharc_comm_t c1 = NULL, c2 = NULL;
+  check_st(sharc_comm_split(world, 0, me, &c1), world, "split");
+  check_st(sharc_comm_split(world, 0, me, &c2), world, "split");
+  double t0 = now_s();
+  sharc_status_t st = SHARC_OK;
+  const char *want = NULL;
+  sharc_comm_t c = NULL;
+  if (me == 0) {
+    st = sharc_send(b, n, SHARC_U8, 1, c = c1, NULL);
+    want = "sending to rank 1";
+  } else if (me == 1) {
+    st = sharc_recv(b, n, SHARC_U8, 2, c = c2, NULL);
+    want = "receiving from rank 2";
+  }
+  double took = now_s() - t0;
+  if (want) {
+    const char *msg = sharc_comm_last_error(c);
+    printf("rank %d: %s after %.1f s: %s\n", me, sharc_status_name(st), took,
+           msg);
+    if (st != SHARC_ERR_TIMEOUT || !strstr(msg, want))
+      fail("want SHARC_ERR_TIMEOUT, got status %ld (%ld)", want, st, 0);
+    if (took > limit)
+      fail("reported after %ld s, limit %ld", "unmatched", (long)took,
+           (long)limit);
+  }
+  /* Rank 2 posts nothing; no rank leaves before both waits ended (a rank
+   * that left would be reported lost instead). */
+  while (now_s() - t0 < limit)
+    usleep(100000);
+  sharc_comm_destroy(c1);
+  sharc_comm_destroy(c2);
+  free(b);
+  return failures;
+}
+
+/* SHARC_CHECK=1: a count mismatch, then a send met by a collective. */
+static int run_mismatch(void) {
+  if (nr < 2) {
+    printf("SKIP: --mismatch needs 2 ranks\n");
+    return 77;
+  }
+  sharc_comm_t c1 = NULL, c2 = NULL;
+  check_st(sharc_comm_split(world, 0, me, &c1), world, "split");
+  check_st(sharc_comm_split(world, 0, me, &c2), world, "split");
+  float x[100] = {0}, y[100];
+  sharc_status_t st = SHARC_OK;
+  if (me == 0)
+    st = sharc_send(x, 100, SHARC_F32, 1, c1, NULL);
+  else if (me == 1)
+    st = sharc_recv(y, 99, SHARC_F32, 0, c1, NULL);
+  const char *want =
+      "rank 0's send #0 to rank 1 is 100 x float but rank 1's receive #0 "
+      "from rank 0 is 99 x float";
+  if (me <= 1) {
+    const char *msg = sharc_comm_last_error(c1);
+    printf("rank %d: %s: %s\n", me, sharc_status_name(st), msg);
+    if (st != SHARC_ERR_MISMATCH || !strstr(msg, want))
+      fail("count mismatch: status %ld%ld", "mismatch", st, 0);
+  }
+  /* rank 0 sends, rank 1 calls a collective (2 ranks: the others too) */
+  if (nr == 2) {
+    if (me == 0)
+      st = sharc_send(x, 100, SHARC_F32, 1, c2, NULL);
+    else
+      st = sharc_all_reduce(x, y, 100, SHARC_F32, SHARC_SUM, c2, NULL);
+    const char *msg = sharc_comm_last_error(c2);
+    printf("rank %d: %s: %s\n", me, sharc_status_name(st), msg);
+    const char *w =
+        me == 0 ? "rank 1 called all_reduce" : "sharc_send/sharc_recv";
+    if (st != SHARC_ERR_MISMATCH || !strstr(msg, w))
+      fail("send met by all_reduce: status %ld%ld", "mismatch", st, 0);
+  }
+  sharc_comm_destroy(c1);
+  sharc_comm_destroy(c2);
+  return failures;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int mode = 0, quick = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick"))
+      quick = 1;
+    else if (!strcmp(argv[i], "--unmatched"))
+      mode = 1;
+    else if (!strcmp(argv[i], "--mismatch"))
+      mode = 2;
+    else {
+      fprintf(stderr, "usage: p2p_check [--quick|--unmatched|--mismatch]\n");
+      return 2;
+    }
+  }
+  sharc_status_t st = sharc_comm_init_env(&world);
+  if (st != SHARC_OK) {
+    printf("init failed: %s\n", sharc_last_error());
+    return 1;
+  }
+  sharc_comm_rank(world, &me);
+  sharc_comm_size(world, &nr);
+  int rc = mode == 1   ? run_unmatched()
+           : mode == 2 ? run_mismatch()
+                       : run_sweep(quick);
+  sharc_comm_destroy(world);
+  if (rc == 77)
+    return 77;
+  if (me == 0 || rc)
+    printf("rank %d: p2p_check %s: %s\n", me,
+           mode == 1   ? "--unmatched"
+           : mode == 2 ? "--mismatch"
+                       : "sweep",
+           rc ? "FAILED" : "passed");
+  return rc ? 1 : 0;
+}

@@ -72,18 +72,14 @@ static sharc_status_t p2p_validate(const char *fn, const void *buf,
   if (!buf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: buf is NULL with count %zu", fn, count);
-  if (stream_is_bound(stream))
-    return comm_error(comm, SHARC_ERR_UNSUPPORTED,
-                      "%s: on a CUDA stream: not supported yet; send and "
-                      "receive host memory on a host stream or blocking "
-                      "(stream NULL)",
-                      fn);
-  if (dev_first_device_ptr(buf, NULL))
-    return comm_error(comm, SHARC_ERR_UNSUPPORTED,
-                      "%s: buf is device memory; send and receive of device "
-                      "memory are not supported yet: copy it to host memory "
-                      "first",
-                      fn);
+  /* Device memory reaches the executor only through a CUDA-bound stream
+   * (the staged path copies it through pinned host memory). */
+  if (!stream_is_bound(stream) && dev_first_device_ptr(buf, NULL))
+    return comm_error(comm, SHARC_ERR_INVALID_ARG,
+                      "%s: buf is device memory, but the call is on %s; pass "
+                      "a stream made by sharc_stream_create_cuda for device "
+                      "buffers",
+                      fn, stream ? "a host stream" : "no stream (blocking)");
   return SHARC_OK;
 }
 

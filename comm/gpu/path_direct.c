@@ -22,7 +22,10 @@
 /* Every collective, when chosen (SHARC_CUDA_PATH=direct, or auto unless
  * the setup declined it) and all of comm's ranks are on one host. */
 static int direct_takes(const coll_call_t *call) {
-  if (!(gpu_path_chosen("direct") || gpu_path_chosen("auto")) ||
+  /* Its steps are numbered alike on every rank: a send/recv batch, which
+   * only two ranks run, takes the staged path. */
+  if (call->coll == SCHED_P2P ||
+      !(gpu_path_chosen("direct") || gpu_path_chosen("auto")) ||
       !dev_have_cuda() || call->comm->nhosts != 1)
     return 0;
 #ifdef SHARC_HAVE_CUDA

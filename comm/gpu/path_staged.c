@@ -339,10 +339,87 @@ fail:
   return st;
 }
 
+/* A batch of sends and receives (SCHED_P2P): each transfer on device
+ * memory gets its own stretch of staging; the D2H copies of the sends, the
+ * event, the release wait and the H2D copies of the receives are queued as
+ * for a collective, and the batch's buffers become the staged ones, so the
+ * worker runs the host batch on them. Host buffers stay where they are. */
+static sharc_status_t staged_p2p(dev_stream_t *ds, coll_call_t *call,
+                                 dev_work_t *w, const char *fn) {
+  call_p2p_t *b = call->p2p;
+  size_t total = 0;
+  size_t *off = malloc(b->n * sizeof *off);
+  if (!off)
+    return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
+  for (size_t i = 0; i < b->n; i++) {
+    const call_p2p_op_t *o = &b->ops[i];
+    off[i] = SIZE_MAX; /* host memory: not staged */
+    if (!dev_is_device_ptr(o->buf))
+      continue;
+    off[i] = (total + 63) & ~(size_t)63;
+    total = off[i] + o->count * sharc_dtype_size(o->dtype);
+  }
+  sharc_status_t st = gs_ensure_stage(ds, total ? total : 1, fn);
+  cudaEvent_t ev = NULL;
+  cudaError_t e;
+  for (size_t i = 0; i < b->n && st == SHARC_OK; i++) {
+    const call_p2p_op_t *o = &b->ops[i];
+    if (off[i] == SIZE_MAX || !o->send)
+      continue;
+    e = cudaMemcpyAsync((uint8_t *)ds->stage + off[i], o->buf,
+                        o->count * sharc_dtype_size(o->dtype),
+                        cudaMemcpyDefault, ds->cs);
+    if (e != cudaSuccess)
+      st = gs_cuda_fail(e, fn, "copying a send buffer to staging");
+  }
+  if (st == SHARC_OK)
+    st = gs_get_event(ds, fn, &ev);
+  if (st == SHARC_OK && (e = cudaEventRecord(ev, ds->cs)) != cudaSuccess)
+    st = gs_cuda_fail(e, fn, "cudaEventRecord");
+  uint32_t seq = ds->next_seq + 1;
+  if (st == SHARC_OK)
+    st = gs_queue_release_wait(ds, seq, fn);
+  if (st != SHARC_OK) {
+    if (ev)
+      gs_put_event(ds, ev);
+    free(off);
+    return st;
+  }
+  /* The CUDA stream waits for seq now: the worker must see the call. */
+  ds->next_seq = seq;
+  w->ds = ds;
+  w->fn = fn;
+  w->event = ev;
+  w->seq = seq;
+  for (size_t i = 0; i < b->n && st == SHARC_OK; i++) {
+    call_p2p_op_t *o = &b->ops[i];
+    if (off[i] == SIZE_MAX)
+      continue;
+    if (!o->send) {
+      e = cudaMemcpyAsync(o->buf, (uint8_t *)ds->stage + off[i],
+                          o->count * sharc_dtype_size(o->dtype),
+                          cudaMemcpyDefault, ds->cs);
+      if (e != cudaSuccess)
+        st = gs_cuda_fail(e, fn, "copying a received buffer from staging");
+    }
+    o->buf = (uint8_t *)ds->stage + off[i];
+  }
+  if (st != SHARC_OK) { /* the worker skips the call and releases */
+    w->err = st;
+    snprintf(w->msg, sizeof w->msg, "%s", err_last());
+  }
+  TRACE(SUB_CUDA, "%s #%u: %zu transfers, %zu bytes staged", fn, seq, b->n,
+        total);
+  free(off);
+  return st;
+}
+
 static sharc_status_t staged_stage(dev_stream_t *ds, coll_call_t *call,
                                    dev_work_t *w, const char *fn,
                                    call_now_fn now) {
   (void)now;
+  if (call->coll == SCHED_P2P)
+    return staged_p2p(ds, call, w, fn);
   plan_t p;
   plan_call(call, &p);
   CHECK(gs_ensure_stage(ds, p.l.stage_bytes, fn));

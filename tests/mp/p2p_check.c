@@ -14,6 +14,8 @@
  *                           opposite orders by neighbouring ranks; empty,
  *                           nested and failed groups; bad arguments.
  *                           --quick: the large count for two dtypes only.
+ *   p2p_check --mem cuda    the rings and all pairs on device buffers through
+ *                           a CUDA-bound stream (exit 77 without a device).
  *   p2p_check --unmatched   (3+ ranks, SHARC_TIMEOUT small) rank 0 sends 64
  *                           MiB to rank 1, which receives from rank 2
  *                           instead, which posts nothing: ranks 0 and 1
@@ -94,6 +96,59 @@ static int verify(const uint8_t *p, size_t n, int src, int dst, int t,
 
 static size_t dsize(int dt) { return sharc_dtype_size((sharc_dtype_t)dt); }
 
+/* A buffer the transfers use: host memory, or (--mem cuda) device memory
+ * with a host twin that fills and checks it. */
+static int on_device;
+typedef struct {
+  uint8_t *h;
+  void *d;
+  size_t n;
+} mbuf_t;
+
+#ifdef SHARC_HAVE_CUDA
+#include <cuda_runtime.h>
+static void cuda_check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess && failures++ < 10)
+    printf("rank %d: FAIL %s: %s\n", me, what, cudaGetErrorString(e));
+}
+#endif
+
+static mbuf_t mb_new(size_t n) {
+  mbuf_t b = {malloc(n ? n : 1), NULL, n};
+#ifdef SHARC_HAVE_CUDA
+  if (on_device)
+    cuda_check(cudaMalloc(&b.d, n ? n : 1), "cudaMalloc");
+#endif
+  return b;
+}
+static void *mb_ptr(const mbuf_t *b) { return on_device ? b->d : b->h; }
+/* host twin -> device buffer, and back */
+static void mb_push(const mbuf_t *b) {
+#ifdef SHARC_HAVE_CUDA
+  if (on_device)
+    cuda_check(cudaMemcpy(b->d, b->h, b->n, cudaMemcpyHostToDevice),
+               "cudaMemcpy to the device");
+#else
+  (void)b;
+#endif
+}
+static void mb_pull(const mbuf_t *b) {
+#ifdef SHARC_HAVE_CUDA
+  if (on_device)
+    cuda_check(cudaMemcpy(b->h, b->d, b->n, cudaMemcpyDeviceToHost),
+               "cudaMemcpy from the device");
+#else
+  (void)b;
+#endif
+}
+static void mb_free(mbuf_t *b) {
+  free(b->h);
+#ifdef SHARC_HAVE_CUDA
+  if (b->d)
+    cudaFree(b->d);
+#endif
+}
+
 /* Ring exchange of count elements of dt, tag t: send to r+1, receive from
  * r-1; in a group (even ranks post the receive first) or without one (even
  * ranks send first, odd ranks receive first: no cycle of waits). */
@@ -101,48 +156,52 @@ static void ring(int dt, size_t count, int t, int grouped,
                  sharc_stream_t stream) {
   size_t bytes = count * dsize(dt);
   int to = (me + 1) % nr, from = (me + nr - 1) % nr;
-  uint8_t *s = malloc(bytes + 1), *r = malloc(bytes + 1);
-  fill(s, bytes, me, to, t);
+  if (nr == 1 && !grouped)
+    return; /* one rank: only a group pairs a send to itself */
+  mbuf_t sb = mb_new(bytes + 1), rb = mb_new(bytes + 1);
+  uint8_t *r = rb.h;
+  fill(sb.h, bytes, me, to, t);
   memset(r, 0xEE, bytes + 1);
+  mb_push(&sb);
+  mb_push(&rb);
+  void *s = mb_ptr(&sb), *rd = mb_ptr(&rb);
+  sharc_dtype_t d = (sharc_dtype_t)dt;
   char what[96];
-  snprintf(what, sizeof what, "ring %s%s %s x %zu",
+  snprintf(what, sizeof what, "ring %s%s%s %s x %zu",
            grouped ? "group" : "no-group", stream ? " stream" : "",
-           sharc_dtype_name((sharc_dtype_t)dt), count);
+           on_device ? " device" : "", sharc_dtype_name(d), count);
   sharc_status_t st = SHARC_OK, st2;
   if (grouped) {
     sharc_group_start();
     if (me % 2 == 0) {
-      st = sharc_recv(r, count, (sharc_dtype_t)dt, from, world, stream);
-      st2 = sharc_send(s, count, (sharc_dtype_t)dt, to, world, stream);
+      st = sharc_recv(rd, count, d, from, world, stream);
+      st2 = sharc_send(s, count, d, to, world, stream);
     } else {
-      st = sharc_send(s, count, (sharc_dtype_t)dt, to, world, stream);
-      st2 = sharc_recv(r, count, (sharc_dtype_t)dt, from, world, stream);
+      st = sharc_send(s, count, d, to, world, stream);
+      st2 = sharc_recv(rd, count, d, from, world, stream);
     }
     st = st != SHARC_OK ? st : st2;
     st2 = sharc_group_end();
     st = st != SHARC_OK ? st : st2;
-  } else if (me % 2 == 0 && nr > 1) {
-    st = sharc_send(s, count, (sharc_dtype_t)dt, to, world, stream);
+  } else if (me % 2 == 0) {
+    st = sharc_send(s, count, d, to, world, stream);
     if (st == SHARC_OK)
-      st = sharc_recv(r, count, (sharc_dtype_t)dt, from, world, stream);
-  } else if (nr > 1) {
-    st = sharc_recv(r, count, (sharc_dtype_t)dt, from, world, stream);
+      st = sharc_recv(rd, count, d, from, world, stream);
+  } else {
+    st = sharc_recv(rd, count, d, from, world, stream);
     if (st == SHARC_OK)
-      st = sharc_send(s, count, (sharc_dtype_t)dt, to, world, stream);
-  } else { /* one rank: only a group pairs a send to itself */
-    free(s);
-    free(r);
-    return;
+      st = sharc_send(s, count, d, to, world, stream);
   }
   if (st == SHARC_OK && stream)
     st = sharc_stream_synchronize(stream);
   check_st(st, world, what);
+  mb_pull(&rb);
   if (st == SHARC_OK)
     verify(r, bytes, from, me, t, what);
   if (r[bytes] != 0xEE)
     fail("byte past the end changed: %ld -> %ld", what, 0xEE, r[bytes]);
-  free(s);
-  free(r);
+  mb_free(&sb);
+  mb_free(&rb);
 }
 
 /* Three messages of different sizes and types from rank 0 to the last
@@ -174,12 +233,14 @@ static void ordering(void) {
  * itself included, posted in an order of this rank's own; compared with
  * sharc_all_to_all of the same input. */
 static void all_pairs(size_t count, sharc_stream_t stream) {
-  size_t bytes = count * 4;
-  uint8_t *s = malloc(bytes * (size_t)nr), *r = malloc(bytes * (size_t)nr);
-  uint8_t *ref = malloc(bytes * (size_t)nr);
+  size_t bytes = count * 4, all = bytes * (size_t)nr;
+  mbuf_t sb = mb_new(all), rb = mb_new(all), refb = mb_new(all);
   for (int p = 0; p < nr; p++)
-    fill(s + (size_t)p * bytes, bytes, me, p, 7);
-  memset(r, 0, bytes * (size_t)nr);
+    fill(sb.h + (size_t)p * bytes, bytes, me, p, 7);
+  memset(rb.h, 0, all);
+  mb_push(&sb);
+  mb_push(&rb);
+  uint8_t *s = mb_ptr(&sb), *r = mb_ptr(&rb);
   int *order = malloc(2 * (size_t)nr * sizeof *order);
   for (int i = 0; i < 2 * nr; i++)
     order[i] = i;
@@ -202,20 +263,24 @@ static void all_pairs(size_t count, sharc_stream_t stream) {
   if (st == SHARC_OK && stream)
     st = sharc_stream_synchronize(stream);
   char what[64];
-  snprintf(what, sizeof what, "all pairs f32 x %zu%s", count,
-           stream ? " stream" : "");
+  snprintf(what, sizeof what, "all pairs f32 x %zu%s%s", count,
+           stream ? " stream" : "", on_device ? " device" : "");
   check_st(st, world, what);
+  mb_pull(&rb);
   for (int p = 0; p < nr && st == SHARC_OK; p++)
-    if (!verify(r + (size_t)p * bytes, bytes, p, me, 7, what))
+    if (!verify(rb.h + (size_t)p * bytes, bytes, p, me, 7, what))
       break;
-  st = sharc_all_to_all(s, ref, count, SHARC_F32, world, NULL);
+  st = sharc_all_to_all(s, mb_ptr(&refb), count, SHARC_F32, world, stream);
+  if (st == SHARC_OK && stream)
+    st = sharc_stream_synchronize(stream);
   check_st(st, world, "all_to_all reference");
-  if (st == SHARC_OK && memcmp(ref, r, bytes * (size_t)nr))
+  mb_pull(&refb);
+  if (st == SHARC_OK && memcmp(refb.h, rb.h, all))
     fail("differs from sharc_all_to_all (%ld, %ld)", what, 0, 0);
   free(order);
-  free(s);
-  free(r);
-  free(ref);
+  mb_free(&sb);
+  mb_free(&rb);
+  mb_free(&refb);
 }
 
 /* A group spanning two communicators (the same ranks, two orders): even
@@ -338,6 +403,51 @@ static int run_sweep(int quick) {
   return failures;
 }
 
+#ifndef SHARC_HAVE_CUDA
+static int run_device_sweep(int quick) {
+  (void)quick;
+  return 77;
+}
+#else
+/* --mem cuda: the rings and all pairs on device buffers, through a
+ * CUDA-bound stream (the staged path; its all_to_all reference takes the
+ * direct path on one host); device memory on a host stream refused. */
+static int run_device_sweep(int quick) {
+  int local = 0, ndev = 0;
+  sharc_comm_local_rank(world, &local);
+  cudaGetDeviceCount(&ndev);
+  cudaStream_t cs = NULL;
+  cuda_check(cudaSetDevice(local % ndev), "cudaSetDevice");
+  cuda_check(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking),
+             "cudaStreamCreate");
+  sharc_stream_t ds = NULL, hs = NULL;
+  check_st(sharc_stream_create_cuda(&ds, cs), world, "cuda stream");
+  check_st(sharc_stream_create(&hs), world, "host stream");
+  if (failures)
+    return failures;
+  int t = 0;
+  for (int dt = 0; dt < SHARC_DTYPE_COUNT; dt++)
+    for (size_t c = 0; c < NCOUNTS; c++) {
+      if (quick && counts[c] == BIG && dt != SHARC_F32 && dt != SHARC_BF16)
+        continue;
+      ring(dt, counts[c], t++, 1, ds);
+      ring(dt, counts[c], t++, 0, ds);
+    }
+  all_pairs(1000, ds);
+  all_pairs(70000, ds);
+  mbuf_t b = mb_new(64);
+  sharc_status_t st = sharc_send(b.d, 64, SHARC_U8, (me + 1) % nr, world, hs);
+  if (st != SHARC_ERR_INVALID_ARG || !strstr(sharc_last_error(), "device"))
+    fail("device memory on a host stream: status %ld%ld", "device args", st, 0);
+  mb_free(&b);
+  check_st(sharc_barrier(world, NULL), world, "barrier");
+  check_st(sharc_stream_destroy(ds), world, "cuda stream destroy");
+  check_st(sharc_stream_destroy(hs), world, "host stream destroy");
+  cudaStreamDestroy(cs);
+  return failures;
+}
+#endif
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -446,9 +556,26 @@ int main(int argc, char **argv) {
       mode = 1;
     else if (!strcmp(argv[i], "--mismatch"))
       mode = 2;
+    else if (!strcmp(argv[i], "--mem") && i + 1 < argc &&
+             !strcmp(argv[i + 1], "cuda"))
+      on_device = 1, i++;
     else {
-      fprintf(stderr, "usage: p2p_check [--quick|--unmatched|--mismatch]\n");
+      fprintf(stderr, "usage: p2p_check [--quick] [--mem cuda] | "
+                      "--unmatched | --mismatch\n");
       return 2;
+    }
+  }
+  if (on_device) { /* every rank decides alone, before any rendezvous */
+    int ndev = 0;
+#ifdef SHARC_HAVE_CUDA
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess)
+      ndev = 0;
+#endif
+    if (ndev <= 0) {
+      const char *r = getenv("SHARC_RANK");
+      if (!r || !strcmp(r, "0"))
+        printf("SKIP: no CUDA device (or built without CUDA)\n");
+      return 77;
     }
   }
   sharc_status_t st = sharc_comm_init_env(&world);
@@ -460,6 +587,7 @@ int main(int argc, char **argv) {
   sharc_comm_size(world, &nr);
   int rc = mode == 1   ? run_unmatched()
            : mode == 2 ? run_mismatch()
+           : on_device ? run_device_sweep(quick)
                        : run_sweep(quick);
   sharc_comm_destroy(world);
   if (rc == 77)

@@ -399,6 +399,18 @@ SHARC_API sharc_status_t sharc_send(const void *buf, size_t count,
 SHARC_API sharc_status_t sharc_recv(void *buf, size_t count,
                                     sharc_dtype_t dtype, int peer,
                                     sharc_comm_t comm, sharc_stream_t stream);
+/* All-to-all with per-peer counts (MPI_Alltoallv, what MoE layers use):
+ * rank r sends sendcounts[p] elements from sendbuf + sdispls[p] (elements)
+ * to rank p, which receives them at recvbuf + rdispls[r] and must pass
+ * recvcounts[r] == this sendcounts[p]. Every transfer of the call
+ * progresses at once (a send/recv batch, as a group would issue it). The
+ * arrays hold nranks entries and are read during the call only. Not in
+ * place: the send and receive regions must not overlap. SHARC_CHECK=1
+ * names a pair whose counts disagree. */
+SHARC_API sharc_status_t sharc_all_to_allv(
+    const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+    void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+    sharc_dtype_t dtype, sharc_comm_t comm, sharc_stream_t stream);
 SHARC_API sharc_status_t sharc_group_start(void);
 SHARC_API sharc_status_t sharc_group_end(void);
 

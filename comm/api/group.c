@@ -121,6 +121,100 @@ sharc_status_t sharc_recv(void *buf, size_t count, sharc_dtype_t dtype,
   return p2p_post(0, buf, count, dtype, peer, comm, stream);
 }
 
+sharc_status_t sharc_all_to_allv(const void *sendbuf, const size_t *sendcounts,
+                                 const size_t *sdispls, void *recvbuf,
+                                 const size_t *recvcounts,
+                                 const size_t *rdispls, sharc_dtype_t dtype,
+                                 sharc_comm_t comm, sharc_stream_t stream) {
+  static const char fn[] = "sharc_all_to_allv";
+  if (!comm)
+    return group_fail(err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn));
+  if (!sendcounts || !sdispls || !recvcounts || !rdispls)
+    return group_fail(comm_error(comm, SHARC_ERR_INVALID_ARG,
+                                 "%s: a count or displacement array is NULL; "
+                                 "pass %d entries each",
+                                 fn, comm->nranks));
+  if ((unsigned)dtype >= SHARC_DTYPE_COUNT)
+    return group_fail(comm_error(comm, SHARC_ERR_INVALID_ARG,
+                                 "%s: unknown dtype %d; use SHARC_F32 .. "
+                                 "SHARC_U64",
+                                 fn, (int)dtype));
+  int n = comm->nranks, me = comm->rank;
+  size_t es = sharc_dtype_size(dtype);
+  /* regions in bytes, for the range and overlap checks */
+  uintptr_t s0 = (uintptr_t)sendbuf, r0 = (uintptr_t)recvbuf;
+  size_t send_end = 0, recv_end = 0;
+  for (int p = 0; p < n; p++) {
+    const size_t *c[2] = {&sendcounts[p], &recvcounts[p]};
+    const size_t *d[2] = {&sdispls[p], &rdispls[p]};
+    for (int k = 0; k < 2; k++) {
+      if (*c[k] == 0)
+        continue;
+      if (*c[k] > SIZE_MAX / es || *d[k] > SIZE_MAX / es - *c[k])
+        return group_fail(comm_error(
+            comm, SHARC_ERR_INVALID_ARG,
+            "%s: %s %zu + count %zu for rank %d overflows the address space",
+            fn, k ? "rdispls" : "sdispls", *d[k], *c[k], p));
+      size_t end = (*d[k] + *c[k]) * es;
+      if (k)
+        recv_end = end > recv_end ? end : recv_end;
+      else
+        send_end = end > send_end ? end : send_end;
+    }
+  }
+  if ((send_end && !sendbuf) || (recv_end && !recvbuf))
+    return group_fail(comm_error(comm, SHARC_ERR_INVALID_ARG,
+                                 "%s: %s is NULL with nonzero counts", fn,
+                                 send_end && !sendbuf ? "sendbuf" : "recvbuf"));
+  if (send_end && recv_end && s0 < r0 + recv_end && r0 < s0 + send_end)
+    return group_fail(comm_error(comm, SHARC_ERR_INVALID_ARG,
+                                 "%s: sendbuf and recvbuf overlap; it does "
+                                 "not run in place: pass separate buffers",
+                                 fn));
+  if (!stream_is_bound(stream) && dev_first_device_ptr(sendbuf, recvbuf))
+    return group_fail(comm_error(
+        comm, SHARC_ERR_INVALID_ARG,
+        "%s: a buffer is device memory, but the call is on %s; pass a stream "
+        "made by sharc_stream_create_cuda for device buffers",
+        fn, stream ? "a host stream" : "no stream (blocking)"));
+  call_p2p_op_t *ops = malloc(2 * (size_t)n * sizeof *ops);
+  const call_p2p_op_t **refs = malloc(2 * (size_t)n * sizeof *refs);
+  if (!ops || !refs) {
+    free(ops);
+    free(refs);
+    return group_fail(
+        comm_error(comm, SHARC_ERR_NO_MEM, "%s: out of memory", fn));
+  }
+  /* send to r+k, receive from r-k: every rank starts with different peers;
+   * empty transfers are left out on both sides alike */
+  size_t m = 0;
+  for (int k = 0; k < n; k++) {
+    int to = (me + k) % n, from = (me - k + n) % n;
+    if (sendcounts[to])
+      ops[m++] = (call_p2p_op_t){
+          1, to, dtype, (uint8_t *)sendbuf + sdispls[to] * es, sendcounts[to]};
+    if (recvcounts[from])
+      ops[m++] = (call_p2p_op_t){0, from, dtype,
+                                 (uint8_t *)recvbuf + rdispls[from] * es,
+                                 recvcounts[from]};
+  }
+  sharc_status_t st = SHARC_OK;
+  if (group_active()) {
+    for (size_t i = 0; i < m && st == SHARC_OK; i++) {
+      group_item_t it = {
+          .p2p = 1, .op = ops[i], .comm = comm, .stream = stream};
+      st = group_push(&it);
+    }
+  } else if (m) {
+    for (size_t i = 0; i < m; i++)
+      refs[i] = &ops[i];
+    st = issue_batch(comm, stream, refs, m);
+  }
+  free(ops);
+  free(refs);
+  return st;
+}
+
 sharc_status_t sharc_group_start(void) {
   group_rec_open();
   return SHARC_OK;

@@ -10,6 +10,7 @@
  *                           in order; all-to-all's blocks by grouped sends
  *                           and receives to every peer (itself included),
  *                           posted in a different order on every rank;
+ *                           sharc_all_to_allv with uneven and empty blocks;
  *                           a group spanning two communicators posted in
  *                           opposite orders by neighbouring ranks; empty,
  *                           nested and failed groups; bad arguments.
@@ -283,6 +284,57 @@ static void all_pairs(size_t count, sharc_stream_t stream) {
   mb_free(&refb);
 }
 
+/* sharc_all_to_allv: rank r sends c(r, p) doubles to rank p (zero for
+ * some pairs), blocks packed with a gap of 3 elements in peer order on the
+ * send side and in reverse peer order on the receive side; the gaps stay
+ * untouched. */
+static size_t a2av_count(int r, int p) {
+  return (size_t)((r + 2 * p) % 4) * 333 + (r == p ? 5 : 0);
+}
+
+static void all_to_allv(sharc_stream_t stream) {
+  size_t *sc = malloc(4 * (size_t)nr * sizeof *sc);
+  size_t *sd = sc + nr, *rc = sc + 2 * nr, *rd = sc + 3 * nr;
+  size_t so = 0, ro = 0;
+  for (int p = 0; p < nr; p++) {
+    sc[p] = a2av_count(me, p);
+    sd[p] = so;
+    so += sc[p] + 3;
+  }
+  for (int p = nr - 1; p >= 0; p--) {
+    rc[p] = a2av_count(p, me);
+    rd[p] = ro;
+    ro += rc[p] + 3;
+  }
+  mbuf_t sb = mb_new(so * 8), rb = mb_new(ro * 8);
+  for (int p = 0; p < nr; p++)
+    fill(sb.h + sd[p] * 8, sc[p] * 8, me, p, 13);
+  memset(rb.h, 0xEE, ro * 8);
+  mb_push(&sb);
+  mb_push(&rb);
+  sharc_status_t st = sharc_all_to_allv(mb_ptr(&sb), sc, sd, mb_ptr(&rb), rc,
+                                        rd, SHARC_F64, world, stream);
+  if (st == SHARC_OK && stream)
+    st = sharc_stream_synchronize(stream);
+  char what[64];
+  snprintf(what, sizeof what, "all_to_allv%s%s", stream ? " stream" : "",
+           on_device ? " device" : "");
+  check_st(st, world, what);
+  mb_pull(&rb);
+  for (int p = 0; p < nr && st == SHARC_OK; p++) {
+    if (!verify(rb.h + rd[p] * 8, rc[p] * 8, p, me, 13, what))
+      break;
+    for (size_t g = 0; g < 24; g++)
+      if (rb.h[(rd[p] + rc[p]) * 8 + g] != 0xEE) {
+        fail("gap byte after block %ld changed (%ld)", what, p, g);
+        break;
+      }
+  }
+  mb_free(&sb);
+  mb_free(&rb);
+  free(sc);
+}
+
 /* A group spanning two communicators (the same ranks, two orders): even
  * ranks post all_reduce on a, then b, then a ring on b; odd ranks the
  * reverse. Blocking calls on both: each runs on its own thread. */
@@ -391,6 +443,8 @@ static int run_sweep(int quick) {
   ordering();
   all_pairs(1000, NULL);
   all_pairs(70000, stream);
+  all_to_allv(NULL);
+  all_to_allv(stream);
   sharc_comm_t a = NULL, b = NULL;
   check_st(sharc_comm_split(world, 0, me, &a), world, "split a");
   check_st(sharc_comm_split(world, 0, nr - me, &b), world, "split b");
@@ -435,6 +489,7 @@ static int run_device_sweep(int quick) {
     }
   all_pairs(1000, ds);
   all_pairs(70000, ds);
+  all_to_allv(ds);
   mbuf_t b = mb_new(64);
   sharc_status_t st = sharc_send(b.d, 64, SHARC_U8, (me + 1) % nr, world, hs);
   if (st != SHARC_ERR_INVALID_ARG || !strstr(sharc_last_error(), "device"))

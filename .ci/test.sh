@@ -39,8 +39,8 @@ tsan_skip='^unit\.test_(kernels|schedule|devpipe|ib_mock)$'
 # softcuda: AddressSanitizer + UBSan again, with the GPU data path built
 # against tests/softcuda (a host-memory CUDA runtime, no GPU needed): the gpu
 # tests (staged and IPC paths, killed ranks, kernels/device.cu's own code in
-# both grid orders) and test_stream_cuda run for real here instead of
-# skipping, then again under SOFTCUDA_JITTER with each seed of
+# both grid orders), the NCCL-API examples (tests/nccl, nccl.*) and
+# test_stream_cuda run for real here instead of skipping, then again under SOFTCUDA_JITTER with each seed of
 # softcuda_seeds (random stream delays, interleavings and copy chunk order:
 # an ordering CUDA does not promise fails there); about 6 min a pass. The
 # jittered passes leave out the kernels' own tests (gpu.test_dev_kernels*:
@@ -49,7 +49,7 @@ tsan_skip='^unit\.test_(kernels|schedule|devpipe|ib_mock)$'
 # training (gpu.train.cnn, 90 s a jittered pass: the engine's stream order
 # is the GPT's, gpu.train.gpt, which stays). gpu.train.gpt (90 s jittered)
 # runs under the first seed only: two seeds keep CI under 45 minutes.
-softcuda_tests='^(gpu\.|unit\.test_stream_cuda)'
+softcuda_tests='^(gpu\.|nccl\.|unit\.test_stream_cuda)'
 softcuda_jitter_skip='^(gpu\.test_dev_kernels|gpu\.train\.cnn)'
 softcuda_seeds='1 2'
 # run_ctest LOG [ctest args]: runs ctest in $dir, adds its counts to the

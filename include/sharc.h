@@ -197,6 +197,11 @@ SHARC_API sharc_status_t sharc_comm_nhosts(sharc_comm_t comm, int *nhosts);
  * until the next call on comm. With comm NULL: the last error of this
  * thread (for failures that have no communicator, such as init). */
 SHARC_API const char *sharc_comm_last_error(sharc_comm_t comm);
+/* SHARC_OK while comm is usable; once it failed (a lost peer, a timeout, an
+ * abort, a SHARC_CHECK mismatch; also one met by work still queued on a
+ * stream), the status that failed it, the reason in
+ * sharc_comm_last_error. Does not block (NCCL's ncclCommGetAsyncError). */
+SHARC_API sharc_status_t sharc_comm_status(sharc_comm_t comm);
 SHARC_API const char *sharc_last_error(void);
 
 /* ---- streams and events (host work queues) ------------------------------ */
@@ -385,10 +390,12 @@ SHARC_API sharc_status_t sharc_barrier(sharc_comm_t comm,
  * end issues them. Per communicator and stream, all sends and receives of
  * the group form one operation in which every transfer progresses at once
  * (any posting order, any number of peers); the group's collectives are
- * issued before them, in posting order. Blocking calls (stream NULL) on
- * several communicators run concurrently, one thread per communicator, so a
- * group spanning communicators does not deadlock whatever order each rank
- * posts them in; group end returns when all are done. Groups nest (only
+ * issued before them, in posting order. Blocking calls (stream NULL) and
+ * calls on CUDA-bound streams of several communicators are issued
+ * concurrently, one thread per communicator, so a group spanning
+ * communicators does not deadlock whatever order each rank posts them in,
+ * nor when one thread drives several ranks (one per device); group end
+ * returns when all are done (blocking) or enqueued. Groups nest (only
  * the outermost end issues). An error of a call inside the group is
  * returned by that call and again by sharc_group_end, which then issues
  * nothing; an empty group is a no-op.

@@ -9,8 +9,10 @@
  * the outermost sharc_group_end issues them per communicator (a lane): the
  * lane's collectives in posting order, then one batch per stream of all its
  * sends and receives, in which every transfer progresses at once. Lanes
- * with a blocking call run on a thread each, so a group spanning
- * communicators cannot deadlock on the order its ranks posted them in.
+ * with a call that may wait for its peers while it is issued (a blocking
+ * call; on a CUDA stream, a device path's setup) run on a thread each, so
+ * a group spanning communicators cannot deadlock on the order its ranks
+ * posted them in, nor one thread driving several ranks.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -225,7 +227,7 @@ typedef struct {
   struct sharc_comm *comm;
   const group_item_t *items; /* the group's, in posting order */
   size_t nitems;
-  int blocking; /* holds a call with stream NULL */
+  int blocking; /* holds a call that may wait for peers while issued */
   pthread_t thread;
   int threaded;
   sharc_status_t st;
@@ -296,7 +298,11 @@ sharc_status_t sharc_group_end(void) {
       lanes[nl++] = (lane_t){
           .comm = items[i].comm, .items = items, .nitems = n, .st = SHARC_OK};
     }
-    if (!items[i].stream && !lanes[l].blocking) {
+    /* Blocking: a call with no stream, or one on a CUDA-bound stream,
+     * whose enqueue may wait for the peers (a device path's one-time
+     * setup, SHARC_CHECK's agreement). */
+    if ((!items[i].stream || stream_is_bound(items[i].stream)) &&
+        !lanes[l].blocking) {
       lanes[l].blocking = 1;
       nblocking++;
     }

@@ -124,6 +124,17 @@ void comm_fail(struct sharc_comm *comm, int failed_rank, sharc_status_t st,
   comm_fail_as(comm, FAIL_JOB, failed_rank, st, why);
 }
 
+sharc_status_t sharc_comm_status(sharc_comm_t comm) {
+  if (!comm)
+    return err_set(SHARC_ERR_INVALID_ARG, "sharc_comm_status: comm is NULL");
+  if (!atomic_load(&comm->unusable))
+    return SHARC_OK;
+  pthread_mutex_lock(&comm->err_lock);
+  sharc_status_t st = comm->unusable_st;
+  pthread_mutex_unlock(&comm->err_lock);
+  return st;
+}
+
 const char *sharc_comm_last_error(sharc_comm_t comm) {
   if (!comm)
     return err_last();

@@ -58,7 +58,8 @@ SEARCH = ("comm/core", "comm/algo", "comm/net", "comm/state", "comm/transport",
 # layer and of layers below it. include/ (the public API) is open to all.
 LAYERS = (("comm/core",), ("comm/algo", "kernels", "topo"), ("comm/net",),
           ("comm/state",), ("comm/transport",), ("comm/fault",), ("comm/exec",),
-          ("comm/gpu",), ("comm/api",), ("comm/launch", "shard"), ("models",))
+          ("comm/gpu",), ("comm/api",), ("comm/launch", "comm/nccl", "shard"),
+          ("models",))
 EXTS = (".c", ".h", ".cu", ".cpp")
 REGISTRY = os.path.join("comm", "transport", "registry.c")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)

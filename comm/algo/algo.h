@@ -35,6 +35,7 @@ sharc_status_t ring_reduce_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t direct_gather_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t direct_scatter_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t direct_all_to_all_schedule(const sched_args_t *a, sched_t *s);
+sharc_status_t bruck_all_to_all_schedule(const sched_args_t *a, sched_t *s);
 
 /* ---- shared helpers ---- */
 

@@ -117,7 +117,18 @@ double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
     if (coll == SCHED_ALL_TO_ALL) /* n-1 rounds of one block each way */
       return (n - 1) * msg(B, a, bw);
     return a + (n - 1) * B / bw; /* one round; the root's links: n-1 blocks */
-  case SCHED_ALGO_HIER:          /* one host: a ring over carrier sets */
+  case SCHED_ALGO_BRUCK: {
+    /* ceil(log2 n) rounds; the round of bit b moves the blocks whose
+     * distance has bit b set, 2^b ranks away (far, as the tree's peers):
+     * sum of popcount(i) over 0 < i < n blocks, (n/2) log2 n on powers of
+     * two. A round's runs progress at once: one alpha per round. */
+    double moved = 0;
+    for (int i = 1; i < n; i++)
+      for (int x = i; x; x &= x - 1)
+        moved++;
+    return ln * a + moved * B / farbw;
+  }
+  case SCHED_ALGO_HIER: /* one host: a ring over carrier sets */
     return hier_cost(coll, 1, n, B, a, bw, a, bw);
   case SCHED_ALGO_DBTREE: {
     /* Each tree carries B/2 up then down, pipelined over ~2*depth hops.

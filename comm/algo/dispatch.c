@@ -33,6 +33,7 @@ static const gen_fn generators[SCHED_ALGO_COUNT][SCHED_COLL_COUNT] = {
     [SCHED_ALGO_DIRECT] = {[SCHED_GATHER] = direct_gather_schedule,
                            [SCHED_SCATTER] = direct_scatter_schedule,
                            [SCHED_ALL_TO_ALL] = direct_all_to_all_schedule},
+    [SCHED_ALGO_BRUCK] = {[SCHED_ALL_TO_ALL] = bruck_all_to_all_schedule},
 };
 
 int sched_algo_supports(sched_algo_t algo, sched_coll_t coll) {
@@ -51,6 +52,8 @@ int sched_algo_supports(sched_algo_t algo, sched_coll_t coll) {
 static int reorders(sched_algo_t algo, sched_coll_t coll) {
   if (algo == SCHED_ALGO_HIER || algo == SCHED_ALGO_DIRECT)
     return 0; /* follows the hosts itself; needs no order */
+  if (coll == SCHED_ALL_TO_ALL)
+    return 0; /* SEND and RECV blocks are per rank; runs straddle them */
   if (coll == SCHED_ALL_GATHER || coll == SCHED_REDUCE_SCATTER)
     return algo == SCHED_ALGO_RING;
   return 1;

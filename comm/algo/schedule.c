@@ -138,7 +138,7 @@ sharc_status_t sched_finish(sched_t *s) {
 /* ---- names ---- */
 
 static const char *const algo_names[SCHED_ALGO_COUNT] = {
-    "ring", "tree", "rabenseifner", "dbtree", "hier", "direct"};
+    "ring", "tree", "rabenseifner", "dbtree", "hier", "direct", "bruck"};
 static const char *const coll_names[SCHED_COLL_COUNT] = {
     "all_gather", "reduce_scatter", "all_reduce", "broadcast",  "barrier",
     "reduce",     "gather",         "scatter",    "all_to_all", "send_recv"};

@@ -53,7 +53,7 @@ sharc_status_t comm_cfg_load(comm_cfg_t *cfg) {
   if (cfg->algo == -3)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "SHARC_ALGO=%s unknown; use auto, ring, tree, "
-                   "rabenseifner, dbtree, hier or direct",
+                   "rabenseifner, dbtree, hier, direct or bruck",
                    a);
   return SHARC_OK;
 }

@@ -107,8 +107,9 @@ const char *err_last(void);
     "failing with SHARC_ERR_TIMEOUT")                                          \
   X(ALGO, "SHARC_ALGO", "auto",                                                \
     "collective algorithm: auto (cost model), ring, tree, rabenseifner, "      \
-    "dbtree (these two: all-reduce only) or hier (two levels across hosts; "   \
-    "all-gather, reduce-scatter, all-reduce)")                                 \
+    "dbtree (these two: all-reduce only), hier (two levels across hosts; "     \
+    "all-gather, reduce-scatter, all-reduce), direct (gather, scatter, "       \
+    "all-to-all) or bruck (all-to-all)")                                       \
   X(TRANSPORT, "SHARC_TRANSPORT", "auto",                                      \
     "auto (shm on one host, SHARC_NET between hosts), tcp (tcp everywhere) "   \
     "or ib (InfiniBand/RoCE verbs everywhere, through the NIC's loopback on "  \

@@ -277,6 +277,14 @@ static void test_host_traffic(void) {
          sched_algo_name(sched_pick_links(SCHED_ALL_REDUCE, 4, 64 << 20, &l)));
   EXPECT(sched_pick_links(SCHED_ALL_GATHER, 4, 16 << 20, &l) == SCHED_ALGO_HIER,
          "2 x 2 hosts, 16 MiB all-gather: not hier");
+  /* all-to-all across hosts: flat algorithms at the network's pace, Bruck
+   * for small blocks, pairwise exchange for large */
+  EXPECT(sched_pick_links(SCHED_ALL_TO_ALL, 4, 8, &l) == SCHED_ALGO_BRUCK &&
+             sched_pick_links(SCHED_ALL_TO_ALL, 4, 1 << 20, &l) ==
+                 SCHED_ALGO_DIRECT,
+         "2 x 2 hosts, all-to-all: picked %s (8 B) and %s (1 MiB)",
+         sched_algo_name(sched_pick_links(SCHED_ALL_TO_ALL, 4, 8, &l)),
+         sched_algo_name(sched_pick_links(SCHED_ALL_TO_ALL, 4, 1 << 20, &l)));
   sched_links_t one = {1, 4, 4, 5, 4, 5};
   EXPECT(sched_pick_links(SCHED_ALL_REDUCE, 4, 64 << 20, &one) ==
              SCHED_ALGO_RING,
@@ -366,6 +374,46 @@ static void test_structure(void) {
            "trees, channel 1 used %d",
            n, both, used1);
   }
+  /* Bruck all-to-all: ceil(log2 n) rounds (in place one more, the copy to
+   * scratch); a transfer per run of positions, not per block moved: at most
+   * n-1 runs and a wrap of SEND's rotation per round; scratch of at most two
+   * areas of n-1 blocks */
+  for (int n = 2; n <= 64; n++)
+    for (int ip = 0; ip < 2; ip++) {
+      int L = log2_ceil(n), sends = 0, rounds_ok = 1;
+      size_t tmp = 0;
+      for (int r = 0; r < n; r++) {
+        sched_args_t a = {.coll = SCHED_ALL_TO_ALL,
+                          .rank = r,
+                          .nranks = n,
+                          .count = 3,
+                          .inplace = ip,
+                          .nchan = 1,
+                          .chunk = 3};
+        sched_t s;
+        sched_init(&s);
+        int k = 0;
+        if (sched_build(SCHED_ALGO_BRUCK, &a, &s) == SHARC_OK) {
+          for (size_t i = 0; i < s.nops; i++)
+            k += s.ops[i].kind == SCHED_SEND;
+          rounds_ok &= s.nrounds == (size_t)(L + ip);
+          tmp = s.tmp_count > tmp ? s.tmp_count : tmp;
+        } else {
+          rounds_ok = 0;
+        }
+        sends = k > sends ? k : sends;
+        sched_free(&s);
+      }
+      EXPECT(rounds_ok,
+             "bruck all_to_all on %d ranks (inplace %d): not %d rounds", n, ip,
+             L + ip);
+      EXPECT(sends <= n - 1 + L,
+             "bruck all_to_all on %d ranks (inplace %d): %d sends, want at "
+             "most %d",
+             n, ip, sends, n - 1 + L);
+      EXPECT(tmp <= (size_t)(2 * (n - 1) * 3),
+             "bruck all_to_all on %d ranks: %zu elements of scratch", n, tmp);
+    }
   /* unsupported and invalid arguments */
   sched_args_t a = {.coll = SCHED_BROADCAST,
                     .rank = 0,
@@ -537,11 +585,25 @@ static void test_pick(void) {
       sched_algo_t big =
           sched_pick((sched_coll_t)co, n, (size_t)1 << 30, alpha, beta);
       sched_algo_t small = sched_pick((sched_coll_t)co, n, 8, alpha, beta);
-      if (co == SCHED_GATHER || co == SCHED_SCATTER ||
-          co == SCHED_ALL_TO_ALL) { /* one algorithm */
+      if (co == SCHED_GATHER || co == SCHED_SCATTER) { /* one algorithm */
         EXPECT(big == SCHED_ALGO_DIRECT && small == SCHED_ALGO_DIRECT,
                "%s picked %s and %s", sched_coll_name((sched_coll_t)co),
                sched_algo_name(big), sched_algo_name(small));
+        continue;
+      }
+      if (co == SCHED_ALL_TO_ALL) {
+        /* Bruck's log2 rounds for small blocks from 4 ranks on (on 2 and 3
+         * it has as many rounds as pairwise exchange and moves more) */
+        sched_algo_t want = n >= 4 ? SCHED_ALGO_BRUCK : SCHED_ALGO_DIRECT;
+        EXPECT(big == SCHED_ALGO_DIRECT && small == want,
+               "all_to_all on %d ranks: picked %s (1 GiB) and %s (8 bytes)", n,
+               sched_algo_name(big), sched_algo_name(small));
+        /* the crossover lies between 1 KiB and 64 KiB blocks */
+        EXPECT(n < 4 || (sched_pick(SCHED_ALL_TO_ALL, n, 1024, alpha, beta) ==
+                             SCHED_ALGO_BRUCK &&
+                         sched_pick(SCHED_ALL_TO_ALL, n, 65536, alpha, beta) ==
+                             SCHED_ALGO_DIRECT),
+               "all_to_all on %d ranks: crossover outside 1..64 KiB", n);
         continue;
       }
       EXPECT(big == SCHED_ALGO_RING, "%s on %d ranks, 1 GiB: picked %s",

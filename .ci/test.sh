@@ -25,7 +25,7 @@ else
   status=1
 fi
 # ThreadSanitizer (5-15x slower) runs a subset, about 3 minutes with its
-# build on 2 cores: the tests where a rank runs several threads (callers,
+# build on 2 cores: the tests where a rank runs several threads (callers, group lanes,
 # stream workers, the tcp progress thread, the recorder's printers, the
 # bootstrap root) over shm and tcp. Left out: the single-threaded pure-logic
 # unit tests (test_kernels, test_schedule, test_devpipe: minutes under TSan, nothing to
@@ -34,7 +34,7 @@ fi
 # in comm/transport/ib/ib.c (credit_now, ib_ctl_flush), to be fixed in the ib
 # transport before it joins this list.
 # A report makes the rank exit 66, which fails its test.
-tsan_tests='^(unit\.|mp\.coll\.(shm|tcp)\.n4$|mp\.hang\.|mp\.kill\.(shm|tcp|abort\.shm|abort\.tcp)$|mp\.check\.coll\.(shm|tcp)\.n4$|mp\.fault\.|shard\.(parity-gpt|trace)$)'
+tsan_tests='^(unit\.|mp\.coll\.(shm|tcp)\.n4$|mp\.hang\.|mp\.kill\.(shm|tcp|abort\.shm|abort\.tcp)$|mp\.check\.coll\.(shm|tcp)\.n4$|mp\.p2p\.(shm|tcp|check\.shm)\.n4$|mp\.fault\.|shard\.(parity-gpt|trace)$)'
 tsan_skip='^unit\.test_(kernels|schedule|devpipe|ib_mock)$'
 # softcuda: AddressSanitizer + UBSan again, with the GPU data path built
 # against tests/softcuda (a host-memory CUDA runtime, no GPU needed): the gpu

@@ -130,7 +130,8 @@ void gs_release_to(dev_stream_t *ds, uint32_t seq);
  * until the next synchronize (calls in flight may use it). */
 sharc_status_t gs_ensure_stage(dev_stream_t *ds, size_t need, const char *fn);
 /* Queues on ds's CUDA stream the event E_k and the wait for release k of a
- * call whose path queued nothing else, and fills *w. */
+ * call (after whatever the path queued before: the staged send/recv
+ * batch's copies to staging), and fills *w. */
 sharc_status_t gs_mark(dev_stream_t *ds, dev_work_t *w, const char *fn);
 /* This process, told apart from a later one with the same pid (pids are
  * reused and repeat across pid namespaces): never 0. */

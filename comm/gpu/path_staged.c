@@ -360,7 +360,6 @@ static sharc_status_t staged_p2p(dev_stream_t *ds, coll_call_t *call,
     total = off[i] + o->count * sharc_dtype_size(o->dtype);
   }
   sharc_status_t st = gs_ensure_stage(ds, total ? total : 1, fn);
-  cudaEvent_t ev = NULL;
   cudaError_t e;
   for (size_t i = 0; i < b->n && st == SHARC_OK; i++) {
     const call_p2p_op_t *o = &b->ops[i];
@@ -372,25 +371,14 @@ static sharc_status_t staged_p2p(dev_stream_t *ds, coll_call_t *call,
     if (e != cudaSuccess)
       st = gs_cuda_fail(e, fn, "copying a send buffer to staging");
   }
+  /* The event and the release wait; from here the worker must see the
+   * call (it releases the CUDA stream). */
   if (st == SHARC_OK)
-    st = gs_get_event(ds, fn, &ev);
-  if (st == SHARC_OK && (e = cudaEventRecord(ev, ds->cs)) != cudaSuccess)
-    st = gs_cuda_fail(e, fn, "cudaEventRecord");
-  uint32_t seq = ds->next_seq + 1;
-  if (st == SHARC_OK)
-    st = gs_queue_release_wait(ds, seq, fn);
+    st = gs_mark(ds, w, fn);
   if (st != SHARC_OK) {
-    if (ev)
-      gs_put_event(ds, ev);
     free(off);
     return st;
   }
-  /* The CUDA stream waits for seq now: the worker must see the call. */
-  ds->next_seq = seq;
-  w->ds = ds;
-  w->fn = fn;
-  w->event = ev;
-  w->seq = seq;
   for (size_t i = 0; i < b->n && st == SHARC_OK; i++) {
     call_p2p_op_t *o = &b->ops[i];
     if (off[i] == SIZE_MAX)
@@ -408,7 +396,7 @@ static sharc_status_t staged_p2p(dev_stream_t *ds, coll_call_t *call,
     w->err = st;
     snprintf(w->msg, sizeof w->msg, "%s", err_last());
   }
-  TRACE(SUB_CUDA, "%s #%u: %zu transfers, %zu bytes staged", fn, seq, b->n,
+  TRACE(SUB_CUDA, "%s #%u: %zu transfers, %zu bytes staged", fn, w->seq, b->n,
         total);
   free(off);
   return st;

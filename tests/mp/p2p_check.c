@@ -26,7 +26,9 @@
  *                           to rank 1, which receives 99: both fail with
  *                           SHARC_ERR_MISMATCH naming both sides alike;
  *                           then rank 0 sends while rank 1 calls
- *                           sharc_all_reduce: both name the other's call.
+ *                           sharc_all_reduce: both name the other's call;
+ *                           then sharc_all_to_allv where rank 1 expects 2
+ *                           elements from rank 0, which sends 1: named.
  *
  * Payloads are bytes of a hash of (sender, receiver, message tag, byte
  * index), so every rank knows what it must receive. Exit 0 when every check
@@ -565,9 +567,10 @@ static int run_mismatch(void) {
     printf("SKIP: --mismatch needs 2 ranks\n");
     return 77;
   }
-  sharc_comm_t c1 = NULL, c2 = NULL;
+  sharc_comm_t c1 = NULL, c2 = NULL, c3 = NULL;
   check_st(sharc_comm_split(world, 0, me, &c1), world, "split");
   check_st(sharc_comm_split(world, 0, me, &c2), world, "split");
+  check_st(sharc_comm_split(world, 0, me, &c3), world, "split");
   float x[100] = {0}, y[100];
   sharc_status_t st = SHARC_OK;
   if (me == 0)
@@ -596,8 +599,31 @@ static int run_mismatch(void) {
     if (st != SHARC_ERR_MISMATCH || !strstr(msg, w))
       fail("send met by all_reduce: status %ld%ld", "mismatch", st, 0);
   }
+  /* all_to_allv: one element to and from every rank, but rank 1 expects
+   * two from rank 0; the other pairs agree */
+  size_t *a = calloc(4 * (size_t)nr, sizeof *a);
+  float *ab = calloc(2 * (size_t)nr + 2, sizeof *ab);
+  for (int p = 0; p < nr; p++) {
+    a[p] = a[2 * nr + p] = 1;              /* sendcounts, recvcounts */
+    a[nr + p] = a[3 * nr + p] = (size_t)p; /* displacements */
+  }
+  if (me == 1)
+    a[2 * nr] = 2, a[3 * nr] = (size_t)nr; /* from rank 0: 2 at the end */
+  st = sharc_all_to_allv(ab, a, a + nr, ab + nr, a + 2 * nr, a + 3 * nr,
+                         SHARC_F32, c3, NULL);
+  if (me <= 1) {
+    const char *msg = sharc_comm_last_error(c3);
+    printf("rank %d: %s: %s\n", me, sharc_status_name(st), msg);
+    if (st != SHARC_ERR_MISMATCH ||
+        !strstr(msg, "rank 0's send #0 to rank 1 is 1 x float but rank 1's "
+                     "receive #0 from rank 0 is 2 x float"))
+      fail("all_to_allv count mismatch: status %ld%ld", "mismatch", st, 0);
+  }
+  free(a);
+  free(ab);
   sharc_comm_destroy(c1);
   sharc_comm_destroy(c2);
+  sharc_comm_destroy(c3);
   return failures;
 }
 

@@ -1,0 +1,425 @@
+"""PyTorch on sharc: `import sharc.torch`, then
+`torch.distributed.init_process_group("sharc", ...)`.
+
+The backend is a torch.distributed.ProcessGroup written in Python over
+libsharc (ctypes). Each process group is one sharc communicator: rank 0
+makes the unique id and passes it through torch's store (so torchrun and
+init_method="env://" work unchanged), and every new_group / DeviceMesh
+dimension gets a communicator of its own the same way (torch hands each
+group its own prefixed store).
+
+Every call is enqueued on the group's sharc stream and returns a Work whose
+future completes when an event recorded after it fires (a waiter thread
+sleeps in sharc_event_synchronize, the GIL released); `async_op=False`
+simply waits on it. An error (a lost peer, a timeout) completes the future
+with a sharc.SharcError naming the rank; nothing hangs past SHARC_TIMEOUT.
+
+Tensors: contiguous CPU tensors of float32, float64, float16, bfloat16,
+int8, uint8, int32, int64 (and uint32/uint64 where torch has them).
+Not yet: premul_sum reductions (NotImplementedError), gather/scatter to a
+root through torch (sharc has them; not mapped yet), CUDA tensors.
+"""
+
+import ctypes
+import queue
+import threading
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from . import OK, SharcError, UniqueId, check, lib, status_name
+
+__all__ = ["ProcessGroupSharc"]
+
+# sharc_dtype_t and sharc_op_t (include/sharc.h)
+_DTYPES = {
+    torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3,
+    torch.int8: 4, torch.uint8: 5, torch.int32: 6, torch.int64: 8,
+}
+for _name, _code in (("uint32", 7), ("uint64", 9)):
+    if hasattr(torch, _name):
+        _DTYPES[getattr(torch, _name)] = _code
+_OPS = {
+    dist.ReduceOp.SUM: 0, dist.ReduceOp.PRODUCT: 1, dist.ReduceOp.MIN: 2,
+    dist.ReduceOp.MAX: 3, dist.ReduceOp.AVG: 4,
+}
+_U8 = 5
+
+
+def _dtype(t):
+    try:
+        return _DTYPES[t.dtype]
+    except KeyError:
+        raise TypeError(f"sharc backend: dtype {t.dtype} is not supported; "
+                        f"use one of {sorted(str(d) for d in _DTYPES)}")
+
+
+def _op(opts):
+    op = opts.reduceOp
+    for k, v in _OPS.items():
+        if op == k:
+            return v
+    raise NotImplementedError(
+        f"sharc backend: reduction {op} is not supported (sum, product, min, "
+        f"max and avg are; premul_sum is not yet)")
+
+
+def _check_tensor(t, what):
+    if t.device.type != "cpu":
+        raise NotImplementedError(
+            f"sharc backend: {what} is on {t.device}; only CPU tensors so far")
+    if not t.is_contiguous():
+        raise ValueError(f"sharc backend: {what} is not contiguous; call "
+                         f".contiguous() first")
+
+
+class _Waiter:
+    """Completes the futures of enqueued calls in order (one thread per
+    group): sleeps in sharc_event_synchronize with the GIL released."""
+
+    def __init__(self, pg):
+        self.pg = pg
+        self.q = queue.SimpleQueue()
+        self.t = threading.Thread(target=self._run, daemon=True,
+                                  name="sharc-waiter")
+        self.t.start()
+
+    def _run(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            ev, fut, result, keep, what = item
+            st = lib.sharc_event_synchronize(ev)
+            lib.sharc_event_destroy(ev)
+            if st == OK:
+                fut.set_result(result)
+            else:
+                msg = lib.sharc_comm_last_error(self.pg._comm) or b""
+                fut.set_exception(SharcError(
+                    status_name(st), f"{what}: {msg.decode(errors='replace')}"))
+            del keep
+
+
+class _Work(dist.Work):
+    """A call's handle: wait() blocks until the future completes and raises
+    the call's error (torch's future-backed Work would swallow it)."""
+
+    def __init__(self, fut):
+        super().__init__()
+        self._fut = fut
+
+    def wait(self, timeout=None):
+        self._fut.wait()  # raises the SharcError the waiter set
+        return True
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def is_success(self):
+        if not self._fut.done():
+            return False
+        try:
+            self._fut.value()
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    def exception(self):
+        try:
+            self._fut.value()
+            return None
+        except Exception as e:  # noqa: BLE001
+            return e
+
+    def get_future(self):
+        return self._fut
+
+    def result(self):
+        return self._fut.value()
+
+    def synchronize(self):
+        self.wait()
+
+
+def _completed(result):
+    fut = torch.futures.Future()
+    fut.set_result(result)
+    return _Work(fut)
+
+
+class ProcessGroupSharc(dist.ProcessGroup):
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        key = "sharc_unique_id"
+        if rank == 0:
+            uid = UniqueId()
+            check(lib.sharc_get_unique_id(ctypes.byref(uid)), None,
+                  "sharc_get_unique_id")
+            store.set(key, uid.to_bytes())
+        else:
+            uid = UniqueId.from_bytes(store.get(key))
+        comm = ctypes.c_void_p()
+        check(lib.sharc_comm_init_rank(ctypes.byref(comm), size,
+                                       ctypes.byref(uid), rank), None,
+              "sharc_comm_init_rank")
+        self._comm = comm
+        stream = ctypes.c_void_p()
+        check(lib.sharc_stream_create(ctypes.byref(stream)), comm,
+              "sharc_stream_create")
+        self._stream = stream
+        self._waiter = _Waiter(self)
+
+    def getBackendName(self):
+        return "sharc"
+
+    # torch keeps a group's name in its C++ backends, which a process group
+    # written in Python has none of: keep it here (DeviceMesh needs it).
+    def _set_group_name(self, name):
+        self._sharc_group_name = name
+
+    @property
+    def group_name(self):
+        return self._sharc_group_name
+
+    def _set_group_desc(self, desc):
+        self._sharc_group_desc = desc
+
+    @property
+    def group_desc(self):
+        return getattr(self, "_sharc_group_desc", "")
+
+    @property
+    def _c(self):
+        return self._comm
+
+    # ---- plumbing ----
+
+    def _done(self, result, keep, what):
+        """A Work completing when everything enqueued so far is done."""
+        ev = ctypes.c_void_p()
+        check(lib.sharc_event_create(ctypes.byref(ev)), self._comm, what)
+        check(lib.sharc_event_record(ev, self._stream), self._comm, what)
+        fut = torch.futures.Future()
+        self._waiter.q.put((ev, fut, result, keep, what))
+        return _Work(fut)
+
+    def _call(self, fn, what, *args):
+        check(fn(*args, self._comm, self._stream), self._comm, what)
+
+    # ---- collectives ----
+
+    def allreduce(self, tensors, opts=None):
+        op = _op(opts) if opts is not None else 0
+        for i, t in enumerate(tensors):
+            _check_tensor(t, f"allreduce tensor {i}")
+            self._call(lib.sharc_all_reduce, "allreduce", t.data_ptr(),
+                       t.data_ptr(), t.numel(), _dtype(t), op)
+        return self._done(tensors, tensors, "allreduce")
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts):
+        for i, t in enumerate(tensors):
+            _check_tensor(t, f"broadcast tensor {i}")
+            self._call(lib.sharc_broadcast, "broadcast", t.data_ptr(),
+                       t.data_ptr(), t.numel(), _dtype(t), opts.rootRank)
+        return self._done(tensors, tensors, "broadcast")
+
+    def _allgather_base(self, output, input, opts=None):
+        _check_tensor(output, "allgather output")
+        _check_tensor(input, "allgather input")
+        if output.numel() != input.numel() * self.size():
+            raise ValueError(
+                f"sharc backend: allgather output holds {output.numel()} "
+                f"elements, want {input.numel()} x {self.size()} ranks")
+        self._call(lib.sharc_all_gather, "allgather", input.data_ptr(),
+                   output.data_ptr(), input.numel(), _dtype(input))
+        return self._done([output], [output, input], "allgather")
+
+    def allgather(self, output_lists, inputs, opts=None):
+        flats = []
+        for outs, inp in zip(output_lists, inputs):
+            flat = torch.empty(inp.numel() * self.size(), dtype=inp.dtype)
+            self._allgather_base(flat, inp.contiguous())
+            flats.append((flat, outs, inp))
+        work = self._done(output_lists, flats, "allgather")
+        work.wait()
+        for flat, outs, inp in flats:
+            for r, o in enumerate(outs):
+                o.copy_(flat[r * inp.numel():(r + 1) * inp.numel()]
+                        .view_as(o))
+        return _completed(output_lists)
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            _check_tensor(o, "allgather output")
+            _check_tensor(i, "allgather input")
+            self._call(lib.sharc_all_gather, "allgather", i.data_ptr(),
+                       o.data_ptr(), i.numel(), _dtype(i))
+        return self._done(outputs, [outputs, inputs], "allgather")
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        _check_tensor(output, "reduce_scatter output")
+        _check_tensor(input, "reduce_scatter input")
+        if input.numel() != output.numel() * self.size():
+            raise ValueError(
+                f"sharc backend: reduce_scatter input holds {input.numel()} "
+                f"elements, want {output.numel()} x {self.size()} ranks")
+        op = _op(opts) if opts is not None else 0
+        self._call(lib.sharc_reduce_scatter, "reduce_scatter",
+                   input.data_ptr(), output.data_ptr(), output.numel(),
+                   _dtype(output), op)
+        return self._done([output], [output, input], "reduce_scatter")
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        keep = []
+        for out, ins in zip(outputs, input_lists):
+            flat = torch.cat([t.reshape(-1) for t in ins])
+            keep.append(flat)
+            self._reduce_scatter_base(out, flat, opts)
+        return self._done(outputs, [outputs, keep], "reduce_scatter")
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_base(o, i, opts)
+        return self._done(outputs, [outputs, inputs], "reduce_scatter")
+
+    def reduce(self, tensors, opts):
+        op = _op(opts)
+        for i, t in enumerate(tensors):
+            _check_tensor(t, f"reduce tensor {i}")
+            self._call(lib.sharc_reduce, "reduce", t.data_ptr(),
+                       t.data_ptr(), t.numel(), _dtype(t), op, opts.rootRank)
+        return self._done(tensors, tensors, "reduce")
+
+    def barrier(self, opts=None):
+        check(lib.sharc_barrier(self._comm, self._stream), self._comm,
+              "barrier")
+        return self._done([], [], "barrier")
+
+    def alltoall_base(self, output, input, output_split_sizes,
+                      input_split_sizes, opts=None):
+        _check_tensor(output, "alltoall output")
+        _check_tensor(input, "alltoall input")
+        n = self.size()
+        if not output_split_sizes and not input_split_sizes:
+            if input.numel() % n or output.numel() != input.numel():
+                raise ValueError("sharc backend: alltoall without splits "
+                                 "needs equal tensors divisible by the "
+                                 "group size")
+            self._call(lib.sharc_all_to_all, "alltoall", input.data_ptr(),
+                       output.data_ptr(), input.numel() // n, _dtype(input))
+            return self._done([output], [output, input], "alltoall")
+        row_in = input[0].numel() if input.dim() > 0 and input.shape[0] else 1
+        row_out = output[0].numel() if output.dim() > 0 and output.shape[0] \
+            else 1
+        ins = input_split_sizes or [input.shape[0] // n] * n
+        outs = output_split_sizes or [output.shape[0] // n] * n
+        arr = ctypes.c_size_t * n
+        sc, sd, rc, rd = arr(), arr(), arr(), arr()
+        so = ro = 0
+        for p in range(n):
+            sc[p], sd[p] = ins[p] * row_in, so
+            rc[p], rd[p] = outs[p] * row_out, ro
+            so += sc[p]
+            ro += rc[p]
+        self._call(lib.sharc_all_to_allv, "alltoall", input.data_ptr(), sc,
+                   sd, output.data_ptr(), rc, rd, _dtype(input))
+        return self._done([output], [output, input, sc, sd, rc, rd],
+                          "alltoall")
+
+    # ---- coalescing (batch_isend_irecv): a sharc group ----
+    supports_coalescing = True
+
+    def _get_backend(self, device):
+        return self
+
+    def _start_coalescing(self, device):
+        self._coalescing = getattr(self, "_coalescing", 0) + 1
+        check(lib.sharc_group_start(), None, "sharc_group_start")
+
+    def _end_coalescing(self, device):
+        self._coalescing -= 1
+        check(lib.sharc_group_end(), self._comm, "batched send/recv")
+        keep, self._kept = getattr(self, "_kept", []), []
+        return self._done([], keep, "batched send/recv")
+
+    def _p2p_done(self, tensors, what):
+        if getattr(self, "_coalescing", 0):  # issued by _end_coalescing
+            self._kept = getattr(self, "_kept", []) + [tensors]
+            return _completed(tensors)
+        return self._done(tensors, tensors, what)
+
+    def send(self, tensors, dst, tag=0):
+        for t in tensors:
+            _check_tensor(t, "send tensor")
+            self._call(lib.sharc_send, "send", t.data_ptr(), t.numel(),
+                       _dtype(t), dst)
+        return self._p2p_done(tensors, "send")
+
+    def recv(self, tensors, src, tag=0):
+        for t in tensors:
+            _check_tensor(t, "recv tensor")
+            self._call(lib.sharc_recv, "recv", t.data_ptr(), t.numel(),
+                       _dtype(t), src)
+        return self._p2p_done(tensors, "recv")
+
+    # torch 2.10+ names (the *_single calls take flat tensors)
+    def all_gather_single(self, output, input, opts=None):
+        return self._allgather_base(output, input, opts)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        return self._reduce_scatter_base(output, input, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+
+    def all_to_all_single(self, output, input, output_split_sizes,
+                          input_split_sizes, opts=None):
+        return self.alltoall_base(output, input, output_split_sizes,
+                                  input_split_sizes, opts)
+
+    def alltoall(self, outputs, inputs, opts=None):
+        flat_in = torch.cat([t.reshape(-1) for t in inputs])
+        flat_out = torch.empty(sum(t.numel() for t in outputs),
+                               dtype=flat_in.dtype)
+        work = self.alltoall_base(
+            flat_out, flat_in, [t.numel() for t in outputs],
+            [t.numel() for t in inputs], opts)
+        work.wait()
+        o = 0
+        for t in outputs:
+            t.copy_(flat_out[o:o + t.numel()].view_as(t))
+            o += t.numel()
+        return _completed(outputs)
+
+    def gather_single(self, output, input, opts):
+        _check_tensor(input, "gather input")
+        root = self.rank() == opts.rootRank
+        if root:
+            _check_tensor(output, "gather output")
+        self._call(lib.sharc_gather, "gather", input.data_ptr(),
+                   output.data_ptr() if root else None, input.numel(),
+                   _dtype(input), opts.rootRank)
+        return self._done([output], [output, input], "gather")
+
+    def shutdown(self):
+        if getattr(self, "_comm", None):
+            lib.sharc_stream_synchronize(self._stream)
+            self._waiter.q.put(None)
+            self._waiter.t.join()
+            lib.sharc_stream_destroy(self._stream)
+            lib.sharc_comm_destroy(self._comm)
+            self._comm = None
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupSharc(store, rank, size, timeout)
+
+
+dist.Backend.register_backend("sharc", _create, devices=["cpu"])

@@ -19,9 +19,22 @@
 
 #include "sharc.h"
 
-/* nccl-tests' collectives (its names, all_to_all for its alltoall); the
- * order is the tables' order in `sharc-bench all`. */
-typedef enum { C_AG, C_RS, C_AR, C_BC, C_RD, C_GA, C_SC, C_AA, C_N } coll_t;
+/* nccl-tests' collectives (its names, all_to_all for its alltoall,
+ * send_recv for its sendrecv); the order is the tables' order in
+ * `sharc-bench all`. send_recv: every rank sends count elements to rank
+ * (r+1)%n and receives count from rank (r-1+n)%n, both in one group. */
+typedef enum {
+  C_AG,
+  C_RS,
+  C_AR,
+  C_BC,
+  C_RD,
+  C_GA,
+  C_SC,
+  C_AA,
+  C_SR,
+  C_N
+} coll_t;
 extern const char *const bench_coll_names[C_N];
 /* Collectives that take a reduction op (-o), and a root (-r). */
 static inline int bench_coll_reduces(coll_t c) {
@@ -34,6 +47,10 @@ static inline int bench_coll_rooted(coll_t c) {
 static inline int bench_coll_root_only(coll_t c) {
   return c == C_RD || c == C_GA;
 }
+/* 0 for collectives with no in-place form on any backend (send_recv: a
+ * rank's send and receive buffers are distinct): their in-place column
+ * prints N/A, and no in-place limit is printed for them. */
+static inline int bench_coll_has_inplace(coll_t c) { return c != C_SR; }
 
 /* --timing: how one size is timed (bench_run.c says how each works). */
 enum { BENCH_CALL = 0, BENCH_STREAM = 1 };

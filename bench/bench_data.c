@@ -8,7 +8,9 @@
  * equality, except for avg of floating types (a division) which allows one
  * rounding of the type. Collectives that move data without reducing it
  * give each rank (and, all-to-all, each destination block) its own values,
- * so a block delivered to the wrong place is counted wrong.
+ * so a block delivered to the wrong place is counted wrong; send-recv's
+ * result is what the previous rank sent, so data from any other rank (its
+ * own included) is counted wrong too.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -181,7 +183,7 @@ static int is_float(sharc_dtype_t dt) {
 
 /* Collectives that copy their inputs (no reduction): values mod 61. */
 static int copies(coll_t c) {
-  return c == C_AG || c == C_BC || c == C_GA || c == C_SC;
+  return c == C_AG || c == C_BC || c == C_GA || c == C_SC || c == C_SR;
 }
 
 /* All-to-all: element i of the block rank `from` sends to rank `to`. A
@@ -260,6 +262,8 @@ static double expected(size_t g, sharc_dtype_t dt, int op, coll_t c, int root,
     return value(g, root, dt, op, c, nranks);
   if (c == C_AA) /* block q: what rank q sent to rank */
     return a2a_value(g % per_rank, (int)(g / per_rank), rank);
+  if (c == C_SR) /* what the previous rank sent */
+    return value(g, (rank - 1 + nranks) % nranks, dt, op, c, nranks);
   double acc = value(g, 0, dt, op, c, nranks);
   for (int q = 1; q < nranks; q++) {
     double v = value(g, q, dt, op, c, nranks);

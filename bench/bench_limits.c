@@ -16,9 +16,12 @@
  * (n-1)S/n in place (the root's block stays) and S out of place, so
  * busbw <= C and C(n-1)/n. All-to-all (S per rank, factor (n-1)/n) moves
  * (n-1)S in place and nS out of place (each rank's own block too), the
- * bounds of all-gather: C/n and C(n-1)/n^2. Those are zero-copy bounds
- * (each byte copied once, as with sharc_mem_alloc buffers); staging
- * through FIFOs copies twice and halves them. Over TCP the bound is the stream
+ * bounds of all-gather: C/n and C(n-1)/n^2. Send-recv (S the bytes each
+ * rank sends, factor 1, out of place only) copies S per rank, nS in
+ * total, so busbw <= C/n (its in-place column is N/A: no in-place bound
+ * is printed). Those are zero-copy bounds (each byte copied once, as with
+ * sharc_mem_alloc buffers); staging through FIFOs copies twice and halves
+ * them. Over TCP the bound is the stream
  * rate of one connection (as the issue states it); a 2-rank exchange runs a
  * stream each way at once on the same cores, so the rate of one of two
  * simultaneous streams is printed too.
@@ -217,6 +220,8 @@ static share_t share_of(coll_t c, int inplace) {
   case C_AG:
   case C_AA:
     return inplace ? SH_N : SH_N2;
+  case C_SR: /* each rank's S copied once; out of place only */
+    return SH_N;
   case C_BC:
   case C_RD:
     return inplace ? SH_N1 : SH_N;

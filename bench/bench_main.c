@@ -5,10 +5,13 @@
  *   mpirun -np 4 sharc-bench all -b 8 -e 64M -f 4 --compare mpi
  *
  * Collectives: all_gather, reduce_scatter, all_reduce, broadcast, reduce,
- * gather, scatter, all_to_all (nccl-tests' alltoall; that name works too).
- * Their size column, count column and bus bandwidth are nccl-tests': the
- * size is the larger buffer of a rank (gather and scatter: the root's
- * nranks*count elements, all-to-all: nranks*count per rank), the count
+ * gather, scatter, all_to_all (nccl-tests' alltoall; that name works too),
+ * send_recv (nccl-tests' sendrecv, that name too: each rank sends count
+ * elements to the next rank and receives count from the previous one, in
+ * one group; out of place only). Their size column, count column and bus
+ * bandwidth are nccl-tests': the size is the larger buffer of a rank
+ * (gather and scatter: the root's nranks*count elements, all-to-all:
+ * nranks*count per rank, send_recv: the count a rank sends), the count
  * what the call takes; busbw = algbw x bench_bus_factor().
  *
  * Flags, meanings and defaults are nccl-tests' (bench_opts.c); the tables
@@ -124,9 +127,11 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
   printf("#\n");
   const char *what[2] = {"", ""};
   double cap[2] = {0, 0};
-  for (int ip = 0; ip < 2 && lim; ip++)
+  /* no in-place form (send_recv): the out-of-place limit alone */
+  int ipl = bench_coll_has_inplace(c);
+  for (int ip = 0; ip < 1 + ipl && lim; ip++)
     cap[ip] = limits_busbw(lim, c, t->b->nranks, t->b->nhosts, ip, &what[ip]);
-  if (cap[0] <= 0 || cap[1] <= 0 || !t->n)
+  if (cap[0] <= 0 || (ipl && cap[1] <= 0) || !t->n)
     return;
   /* over TCP, also the rate of one of two simultaneous streams: a 2-rank
    * exchange sends and receives at once on the same cores */
@@ -149,7 +154,7 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
       : o->reg == 0 && sharc && !two
           ? "; -R 0 stages through FIFOs (2 copies): half of it"
           : "";
-  if (!strcmp(what[0], what[1]))
+  if (!ipl || !strcmp(what[0], what[1]))
     printf("# Limit (%s, %s): busbw <= %.2f GB/s%s\n", t->b->name, what[0],
            cap[0], fifo);
   else
@@ -164,6 +169,15 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
     const row_t *r = &t->rows[i];
     if (r->size < (16u << 20) && r->size != big)
       continue;
+    if (!ipl) {
+      printf("#   %12li  %8s  %6s  %6i  out-of-place %5.1f%% of limit",
+             (long)r->size, data_type_name(r->dtype), data_op_name(r->op),
+             r->root, 100 * r->busbw[0] / cap[0]);
+      if (two > 0)
+        printf("; %5.1f%% of the two-stream rate", 100 * r->busbw[0] / two);
+      printf("\n");
+      continue;
+    }
     printf("#   %12li  %8s  %6s  %6i  out-of-place %5.1f%%  in-place %5.1f%% "
            "of limit",
            (long)r->size, data_type_name(r->dtype), data_op_name(r->op),

@@ -9,6 +9,8 @@
  * sharc's in-place layouts map onto MPI_IN_PLACE for every collective
  * (reduce-scatter with a move after it; reduce, gather and scatter on the
  * root, where MPI allows it), so both columns compare like with like.
+ * send_recv is MPI_Sendrecv to the next rank and from the previous one
+ * (out of place only, as sharc's).
  */
 #include "bench.h"
 
@@ -81,6 +83,11 @@ static int mpi_supports(backend_t *b, coll_t c, sharc_dtype_t dt, int op) {
   return op != SHARC_AVG && dt != SHARC_F16 && dt != SHARC_BF16;
 }
 
+static int mpi_inplace(backend_t *b, coll_t c) {
+  (void)b;
+  return bench_coll_has_inplace(c);
+}
+
 static int mpi_coll(backend_t *b, coll_t c, const void *s, void *r,
                     size_t count, sharc_dtype_t dt, sharc_op_t op, int root,
                     int blocking) {
@@ -131,6 +138,11 @@ static int mpi_coll(backend_t *b, coll_t c, const void *s, void *r,
         (char *)r == (const char *)s + (size_t)root * count * ts)
       r = MPI_IN_PLACE;
     rc = MPI_Scatter(s, n, t, r, n, t, root, MPI_COMM_WORLD);
+    break;
+  case C_SR: /* to the next rank, from the previous one */
+    rc = MPI_Sendrecv(s, n, t, (b->rank + 1) % b->nranks, 0, r, n, t,
+                      (b->rank - 1 + b->nranks) % b->nranks, 0, MPI_COMM_WORLD,
+                      MPI_STATUS_IGNORE);
     break;
   default: /* C_AA; in place when s == r (MPI 2.2) */
     rc = MPI_Alltoall(s == r ? MPI_IN_PLACE : s, n, t, r, n, t, MPI_COMM_WORLD);
@@ -191,6 +203,7 @@ int bench_mpi_init(backend_t *b, int *argc, char ***argv) {
   b->name = "mpi";
   b->ctx = NULL;
   b->supports = mpi_supports;
+  b->inplace = mpi_inplace;
   b->coll = mpi_coll;
   b->sync = mpi_sync;
   b->barrier = mpi_barrier;

@@ -16,6 +16,12 @@
  * library lacks one, that collective is "not supported" (its table skips
  * nccl) and the preamble says which are missing. NCCL documents in-place
  * all-to-all as not supported: that column is N/A.
+ *
+ * send_recv is nccl-tests' sendrecv: ncclSend to the next rank and
+ * ncclRecv from the previous one between ncclGroupStart and ncclGroupEnd.
+ * The four are looked up alone too (NCCL 2.7 added send and receive):
+ * without any of them send_recv is "not supported". Out of place only, as
+ * on the other backends.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -78,11 +84,16 @@ static struct {
   int (*gather)(const void *, void *, size_t, int, int, nccl_comm_t, void *);
   int (*scatter)(const void *, void *, size_t, int, int, nccl_comm_t, void *);
   int (*all_to_all)(const void *, void *, size_t, int, nccl_comm_t, void *);
+  /* optional: point to point (count, type, peer) and groups */
+  int (*send)(const void *, size_t, int, int, nccl_comm_t, void *);
+  int (*recv)(void *, size_t, int, int, nccl_comm_t, void *);
+  int (*group_start)(void);
+  int (*group_end)(void);
   int (*comm_destroy)(nccl_comm_t);
   const char *(*get_error_string)(int);
   int version;
   char vstr[32];
-  char missing[64]; /* the optional ones it lacks: "ncclGather, ..." */
+  char missing[128]; /* the optional ones it lacks: "ncclGather, ..." */
 } N;
 
 typedef struct {
@@ -126,11 +137,13 @@ int bench_nccl_load(char *why, size_t n) {
   *(void **)&N.comm_destroy = f[7];
   *(void **)&N.get_error_string = f[8];
   *(void **)&N.reduce = f[9];
-  static const char *const optional[] = {"ncclGather", "ncclScatter",
-                                         "ncclAlltoAll"};
-  void *g[3];
+  static const char *const optional[] = {
+      "ncclGather", "ncclScatter",    "ncclAlltoAll", "ncclSend",
+      "ncclRecv",   "ncclGroupStart", "ncclGroupEnd"};
+  enum { NOPT = sizeof optional / sizeof optional[0] };
+  void *g[NOPT];
   N.missing[0] = '\0';
-  for (size_t k = 0; k < 3; k++)
+  for (size_t k = 0; k < NOPT; k++)
     if (!(g[k] = dlsym(h, optional[k])))
       snprintf(N.missing + strlen(N.missing),
                sizeof N.missing - strlen(N.missing), "%s%s",
@@ -138,6 +151,10 @@ int bench_nccl_load(char *why, size_t n) {
   *(void **)&N.gather = g[0];
   *(void **)&N.scatter = g[1];
   *(void **)&N.all_to_all = g[2];
+  *(void **)&N.send = g[3];
+  *(void **)&N.recv = g[4];
+  *(void **)&N.group_start = g[5];
+  *(void **)&N.group_end = g[6];
   int v = 0;
   if (N.get_version(&v) != 0 || v <= 0) {
     snprintf(why, n, "ncclGetVersion failed");
@@ -176,12 +193,13 @@ static int nc_supports(backend_t *b, coll_t c, sharc_dtype_t dt, int op) {
   return c == C_GA   ? N.gather != NULL
          : c == C_SC ? N.scatter != NULL
          : c == C_AA ? N.all_to_all != NULL
+         : c == C_SR ? N.send && N.recv && N.group_start && N.group_end
                      : 1;
 }
 
 static int nc_inplace(backend_t *b, coll_t c) {
   (void)b;
-  return c != C_AA;
+  return c != C_AA && bench_coll_has_inplace(c);
 }
 
 static int nc_result(nccl_ctx_t *x, const char *fn, int rc) {
@@ -198,6 +216,25 @@ static int nc_sync(backend_t *b) {
     return -1;
   }
   return 0;
+}
+
+/* nccl-tests' sendrecv: to the next rank, from the previous, one group
+ * (ncclGroupEnd is called whatever the calls inside returned). */
+static int nc_send_recv(backend_t *b, const void *s, void *r, size_t count,
+                        int t, void *cs) {
+  nccl_ctx_t *x = b->ctx;
+  int n = b->nranks, next = (b->rank + 1) % n, prev = (b->rank - 1 + n) % n;
+  int rc = nc_result(x, "ncclGroupStart", N.group_start());
+  if (rc)
+    return rc;
+  int sr = nc_result(x, "ncclSend", N.send(s, count, t, next, x->comm, cs));
+  int rr =
+      sr ? sr
+         : nc_result(x, "ncclRecv", N.recv(r, count, t, prev, x->comm, cs));
+  int er = N.group_end();
+  if (sr || rr)
+    return sr ? sr : rr;
+  return nc_result(x, "ncclGroupEnd", er);
 }
 
 /* sharc's in-place layouts are NCCL's, so pointers pass through as they
@@ -235,6 +272,9 @@ static int nc_coll(backend_t *b, coll_t c, const void *s, void *r, size_t count,
   case C_SC:
     rc = nc_result(x, "ncclScatter",
                    N.scatter(s, r, count, t, root, x->comm, cs));
+    break;
+  case C_SR:
+    rc = nc_send_recv(b, s, r, count, t, cs);
     break;
   default:
     rc =

@@ -14,7 +14,7 @@ static void usage(FILE *f) {
   fprintf(
       f,
       "usage: sharc-bench <all_gather|reduce_scatter|all_reduce|broadcast|"
-      "reduce|gather|scatter|all_to_all|all> [flags]\n"
+      "reduce|gather|scatter|all_to_all|send_recv|all> [flags]\n"
       "  (several collectives: a comma-separated list, e.g. "
       "all_gather,all_reduce)\n"
       "  -b,--minbytes N     smallest size (K, M, G suffixes)     [32M]\n"
@@ -119,6 +119,8 @@ static unsigned parse_colls(const char *a) {
         bit = 1u << c;
     if (names_coll(a, len, "alltoall")) /* nccl-tests' spelling */
       bit = 1u << C_AA;
+    if (names_coll(a, len, "sendrecv")) /* nccl-tests' spelling */
+      bit = 1u << C_SR;
     if (!bit)
       return 0;
     mask |= bit;

@@ -38,8 +38,8 @@
 #include "bench.h"
 
 const char *const bench_coll_names[C_N] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast",
-    "reduce",     "gather",         "scatter",    "all_to_all"};
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce",
+    "gather",     "scatter",        "all_to_all", "send_recv"};
 
 double bench_now(void) {
   struct timespec ts;
@@ -248,8 +248,10 @@ void bench_buffers_free(buffers_t *bu, const opts_t *o) {
  * bytes is the size asked for; count = bytes / type size. all-gather and
  * gather send count/n and receive (count/n)*n; reduce-scatter and scatter
  * the reverse; all-to-all sends and receives (count/n)*n, count/n per
- * peer; all-reduce, broadcast and reduce move count. The param count (the
- * table's count column) is what the call takes. */
+ * peer; all-reduce, broadcast and reduce move count; send-recv sends count
+ * (to the next rank) and receives count (from the previous one), no
+ * in-place form. The param count (the table's count column) is what the
+ * call takes. */
 
 typedef struct {
   size_t sendcount, recvcount, paramcount; /* elements */
@@ -278,7 +280,8 @@ static shape_t shape(coll_t c, size_t bytes, sharc_dtype_t dt, int n) {
     s.sendcount = s.recvcount = per * (size_t)n;
     s.paramcount = per;
     break;
-  default:
+  default: /* all-reduce, broadcast, reduce; send-recv: the bytes a rank
+              sends */
     s.sendcount = s.recvcount = s.paramcount = count;
     break;
   }
@@ -287,11 +290,11 @@ static shape_t shape(coll_t c, size_t bytes, sharc_dtype_t dt, int n) {
 
 /* nccl-tests' getBw: busbw = algbw x this factor. (n-1)/n for all-gather,
  * reduce-scatter, gather, scatter and all-to-all, 2(n-1)/n for all-reduce,
- * 1 for broadcast and reduce. */
+ * 1 for broadcast, reduce and send-recv (nccl-tests' sendrecv). */
 double bench_bus_factor(coll_t c, int n) {
-  return c == C_AR                ? 2.0 * (n - 1) / n
-         : c == C_BC || c == C_RD ? 1.0
-                                  : (double)(n - 1) / n;
+  return c == C_AR                             ? 2.0 * (n - 1) / n
+         : c == C_BC || c == C_RD || c == C_SR ? 1.0
+                                               : (double)(n - 1) / n;
 }
 
 /* Whether the param count is one rank's block: algbw then counts the n

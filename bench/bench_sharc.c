@@ -8,6 +8,11 @@
  * memory, no kernel); -z 0 enqueues back to back, then waits with
  * sharc_stream_synchronize and cudaStreamSynchronize; -z 1 enqueues one and
  * waits for it (a blocking sharc call takes host memory only).
+ *
+ * send_recv is one group (sharc_group_start, sharc_send to the next rank,
+ * sharc_recv from the previous one, sharc_group_end) on the same stream,
+ * or with stream NULL where the collectives are blocking: group end then
+ * returns when both are done. It has no in-place form (column N/A).
  */
 #include <stdlib.h>
 
@@ -18,11 +23,31 @@ typedef struct {
   sharc_stream_t stream;
   sharc_event_t event;
   int cuda; /* stream is bound to the bench's cudaStream_t */
+  int rank, nranks;
 } sharc_ctx_t;
 
 static int sh_supports(backend_t *b, coll_t c, sharc_dtype_t dt, int op) {
   (void)b, (void)c, (void)dt, (void)op;
   return 1;
+}
+
+static int sh_inplace(backend_t *b, coll_t c) {
+  (void)b;
+  return bench_coll_has_inplace(c);
+}
+
+/* count elements to the next rank, count from the previous, one group; a
+ * call's error closes the group too (group end then issues nothing). */
+static int send_recv(sharc_ctx_t *x, const void *s, void *r, size_t count,
+                     sharc_dtype_t dt, sharc_stream_t st) {
+  int n = x->nranks, next = (x->rank + 1) % n, prev = (x->rank - 1 + n) % n;
+  sharc_status_t gs = sharc_group_start();
+  if (gs != SHARC_OK)
+    return gs;
+  sharc_status_t ss = sharc_send(s, count, dt, next, x->comm, st);
+  sharc_status_t rs = sharc_recv(r, count, dt, prev, x->comm, st);
+  sharc_status_t es = sharc_group_end();
+  return ss != SHARC_OK ? ss : rs != SHARC_OK ? rs : es;
 }
 
 static int enqueue(sharc_ctx_t *x, coll_t c, const void *s, void *r,
@@ -43,6 +68,8 @@ static int enqueue(sharc_ctx_t *x, coll_t c, const void *s, void *r,
     return sharc_gather(s, r, count, dt, root, x->comm, st);
   case C_SC:
     return sharc_scatter(s, r, count, dt, root, x->comm, st);
+  case C_SR:
+    return send_recv(x, s, r, count, dt, st);
   default:
     return sharc_all_to_all(s, r, count, dt, x->comm, st);
   }
@@ -110,6 +137,8 @@ int bench_sharc_init(backend_t *b, const opts_t *o) {
   sharc_comm_size(x->comm, &b->nranks);
   sharc_comm_nhosts(x->comm, &b->nhosts);
   sharc_comm_local_rank(x->comm, &b->local_rank);
+  x->rank = b->rank;
+  x->nranks = b->nranks;
   /* --mem cuda: the device (local rank % devices) and the bench's
    * cudaStream_t exist before the stream bound to it */
   x->cuda = o->cuda;
@@ -130,6 +159,7 @@ int bench_sharc_init(backend_t *b, const opts_t *o) {
   b->name = "sharc";
   b->ctx = x;
   b->supports = sh_supports;
+  b->inplace = sh_inplace;
   b->coll = sh_coll;
   b->sync = sh_sync;
   b->barrier = sh_barrier;

@@ -28,7 +28,7 @@ def main():
     styles = {"sharc": "-", "mpi": "--", "nccl": ":"}
     colors = {"all_gather": "C0", "reduce_scatter": "C1", "all_reduce": "C2",
               "broadcast": "C3", "reduce": "C4", "gather": "C5",
-              "scatter": "C6", "all_to_all": "C7"}
+              "scatter": "C6", "all_to_all": "C7", "send_recv": "C8"}
     key = "inplace_busbw" if a.inplace else "busbw"
     meta = []
     for path in a.json:

@@ -155,7 +155,7 @@ sharc_status_t net_split_hostport(const char *s, const char *what, char *host,
 sharc_status_t net_parse_hostport(const char *s, const char *what,
                                   net_addr_t *out) {
   char host[256];
-  int port;
+  int port = 0;
   CHECK(net_split_hostport(s, what, host, sizeof host, &port));
   return net_resolve(host, port, out);
 }

@@ -33,12 +33,19 @@ if [ "$mode" = mpi ]; then
     echo "SKIP: sharc-bench built without MPI"; exit 77
   fi
   [ $rc -eq 0 ] || { cat "$tmp/c.out"; fail "--compare mpi exited $rc"; }
-  [ "$(grep -c '^# Backend: mpi' "$tmp/c.out")" = 8 ] || fail "not 8 mpi tables"
-  [ "$(grep -c '^# Compare: busbw sharc / mpi' "$tmp/c.out")" = 8 ] || fail "not 8 compare tables"
-  [ "$(grep -c '^# Out of bounds values : 0 OK' "$tmp/c.out")" = 16 ] || fail "not 16 OK tables"
+  [ "$(grep -c '^# Backend: mpi' "$tmp/c.out")" = 9 ] || fail "not 9 mpi tables"
+  [ "$(grep -c '^# Compare: busbw sharc / mpi' "$tmp/c.out")" = 9 ] || fail "not 9 compare tables"
+  [ "$(grep -c '^# Out of bounds values : 0 OK' "$tmp/c.out")" = 18 ] || fail "not 18 OK tables"
   read -r rows wrong < <(parse "$tmp/c.out")
   [ "$rows" -gt 0 ] && [ "$wrong" = 0 ] || fail "compare rows $rows wrong $wrong"
   python3 -m json.tool "$tmp/c.json" >/dev/null || fail "compare JSON invalid"
+  python3 - "$tmp/c.json" <<'PY' || fail "compare JSON: send_recv rows"
+import json, sys
+d = json.load(open(sys.argv[1]))
+sr = [r for r in d["results"] if r["collective"] == "send_recv"]
+assert {r["backend"] for r in sr} == {"sharc", "mpi"}, sr
+assert all(r["wrong"] == 0 and r["inplace_wrong"] is None for r in sr), sr
+PY
   grep -q '^# MPI library: ' "$tmp/c.out" || fail "no '# MPI library' line"
   # the peer through the same stream loop, 2 passes
   timeout 100 mpirun -np 2 --oversubscribe --mca btl self,vader "$bench" all_reduce,broadcast \
@@ -102,22 +109,35 @@ args=(all -b 8 -e 256K -f 8 -n 2 -w 1 -c 1 --limits 0)
 "$run" -n 2 --no-prefix --timeout 50 "$bench" "${args[@]}" -J "$tmp/r.json" >"$tmp/ok.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] || { cat "$tmp/ok.out"; fail "clean run exited $rc"; }
-[ "$(grep -c '^#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong$' "$tmp/ok.out")" = 8 ] \
-  || { cat "$tmp/ok.out"; fail "not eight nccl-tests headers"; }
-[ "$(grep -c '^# Out of bounds values : 0 OK$' "$tmp/ok.out")" = 8 ] || fail "not eight OK tables"
-[ "$(grep -c '^# Avg bus bandwidth    : ' "$tmp/ok.out")" = 8 ] || fail "no Avg bus bandwidth lines"
+[ "$(grep -c '^#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong$' "$tmp/ok.out")" = 9 ] \
+  || { cat "$tmp/ok.out"; fail "not nine nccl-tests headers"; }
+[ "$(grep -c '^# Out of bounds values : 0 OK$' "$tmp/ok.out")" = 9 ] || fail "not nine OK tables"
+[ "$(grep -c '^# Avg bus bandwidth    : ' "$tmp/ok.out")" = 9 ] || fail "no Avg bus bandwidth lines"
 grep -q '^# nThread 1 nGpus 1 minBytes 8 maxBytes 262144 step: 8(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0$' "$tmp/ok.out" \
   || fail "preamble line differs from nccl-tests'"
 read -r rows wrong < <(parse "$tmp/ok.out")
-[ "$rows" = 48 ] || { cat "$tmp/ok.out"; fail "parsed $rows rows, want 48"; }
+[ "$rows" = 54 ] || { cat "$tmp/ok.out"; fail "parsed $rows rows, want 54"; }
 [ "$wrong" = 0 ] || fail "#wrong total $wrong"
 python3 -m json.tool "$tmp/r.json" >/dev/null || fail "JSON invalid"
 python3 - "$tmp/r.json" <<'PY' || fail "JSON rows"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert len(d["results"]) == 48, len(d["results"])
-assert all(r["wrong"] == 0 and r["inplace_wrong"] == 0 for r in d["results"])
+assert len(d["results"]) == 54, len(d["results"])
+# send_recv (last in `all`) has no in-place form: null there
+assert [r["collective"] for r in d["results"][-6:]] == ["send_recv"] * 6
+assert all(r["wrong"] == 0 and r["inplace_wrong"] == (
+    None if r["collective"] == "send_recv" else 0) for r in d["results"])
 PY
+
+# send_recv on 3 ranks (the previous rank is not the next), by nccl-tests'
+# name, checked: #wrong 0 out of place, N/A in place
+"$run" -n 3 --no-prefix --timeout 50 "$bench" sendrecv -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 \
+  --limits 0 >"$tmp/sr.out" 2>&1 || { cat "$tmp/sr.out"; fail "send_recv on 3 ranks exited $?"; }
+grep -q '^# Out of bounds values : 0 OK$' "$tmp/sr.out" || fail "send_recv: no OK table"
+read -r srrows srwrong < <(parse "$tmp/sr.out")
+[ "$srrows" = 5 ] && [ "$srwrong" = 0 ] || { cat "$tmp/sr.out"; fail "send_recv: rows $srrows wrong $srwrong (want 5, 0)"; }
+[ "$(awk '!/^#/ && NF == 13 && $10 == "N/A" && $13 == "N/A"' "$tmp/sr.out" | wc -l)" = 5 ] \
+  || fail "send_recv: in-place columns not N/A"
 
 SHARC_BENCH_CORRUPT=1 "$run" -n 2 --no-prefix --timeout 50 "$bench" "${args[@]}" >"$tmp/bad.out" 2>&1
 rc=$?

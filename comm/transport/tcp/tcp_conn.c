@@ -184,7 +184,7 @@ sharc_status_t tcp_connect(struct sharc_comm *comm, int peer, int chan,
     bound = p->fd >= 0;
     pthread_mutex_unlock(&st->lock);
     if (s == SHARC_OK && !bound) {
-      int fd;
+      int fd = -1;
       s = dial(st, peer, (uint32_t)chan, deadline_ns, &fd);
       if (s == SHARC_OK) {
         pthread_mutex_lock(&st->lock);

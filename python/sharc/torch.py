@@ -195,8 +195,19 @@ class ProcessGroupSharc(dist.ProcessGroup):
 
     # ---- plumbing ----
 
+    def _mode(self, opts):
+        """A call torch will wait for at once (async_op=False: torch sets
+        opts.asyncOp) runs blocking on the calling thread, the GIL released
+        by ctypes: no event, no waiter thread. sharc's per-communicator
+        order still puts it after the calls enqueued before it."""
+        self._blocking = opts is not None and \
+            getattr(opts, "asyncOp", True) is False
+
     def _done(self, result, keep, what):
         """A Work completing when everything enqueued so far is done."""
+        if getattr(self, "_blocking", False):
+            self._blocking = False
+            return _completed(result)
         ev = ctypes.c_void_p()
         check(lib.sharc_event_create(ctypes.byref(ev)), self._comm, what)
         check(lib.sharc_event_record(ev, self._stream), self._comm, what)
@@ -205,11 +216,16 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return _Work(fut)
 
     def _call(self, fn, what, *args):
-        check(fn(*args, self._comm, self._stream), self._comm, what)
+        stream = None if getattr(self, "_blocking", False) else self._stream
+        st = fn(*args, self._comm, stream)
+        if st != OK:
+            self._blocking = False
+        check(st, self._comm, what)
 
     # ---- collectives ----
 
     def allreduce(self, tensors, opts=None):
+        self._mode(opts)
         op = _op(opts) if opts is not None else 0
         for i, t in enumerate(tensors):
             _check_tensor(t, f"allreduce tensor {i}")
@@ -221,6 +237,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return self.allreduce(tensors, opts)
 
     def broadcast(self, tensors, opts):
+        self._mode(opts)
         for i, t in enumerate(tensors):
             _check_tensor(t, f"broadcast tensor {i}")
             self._call(lib.sharc_broadcast, "broadcast", t.data_ptr(),
@@ -228,6 +245,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return self._done(tensors, tensors, "broadcast")
 
     def _allgather_base(self, output, input, opts=None):
+        self._mode(opts)
         _check_tensor(output, "allgather output")
         _check_tensor(input, "allgather input")
         if output.numel() != input.numel() * self.size():
@@ -253,6 +271,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return _completed(output_lists)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        self._mode(opts)
         for o, i in zip(outputs, inputs):
             _check_tensor(o, "allgather output")
             _check_tensor(i, "allgather input")
@@ -261,6 +280,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return self._done(outputs, [outputs, inputs], "allgather")
 
     def _reduce_scatter_base(self, output, input, opts=None):
+        self._mode(opts)
         _check_tensor(output, "reduce_scatter output")
         _check_tensor(input, "reduce_scatter input")
         if input.numel() != output.numel() * self.size():
@@ -282,11 +302,13 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return self._done(outputs, [outputs, keep], "reduce_scatter")
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        self._mode(opts)
         for o, i in zip(outputs, inputs):
             self._reduce_scatter_base(o, i, opts)
         return self._done(outputs, [outputs, inputs], "reduce_scatter")
 
     def reduce(self, tensors, opts):
+        self._mode(opts)
         op = _op(opts)
         for i, t in enumerate(tensors):
             _check_tensor(t, f"reduce tensor {i}")
@@ -295,12 +317,14 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return self._done(tensors, tensors, "reduce")
 
     def barrier(self, opts=None):
+        self._mode(None)
         check(lib.sharc_barrier(self._comm, self._stream), self._comm,
               "barrier")
         return self._done([], [], "barrier")
 
     def alltoall_base(self, output, input, output_split_sizes,
                       input_split_sizes, opts=None):
+        self._mode(opts)
         _check_tensor(output, "alltoall output")
         _check_tensor(input, "alltoall input")
         n = self.size()
@@ -353,6 +377,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return self._done(tensors, tensors, what)
 
     def send(self, tensors, dst, tag=0):
+        self._mode(None)
         for t in tensors:
             _check_tensor(t, "send tensor")
             self._call(lib.sharc_send, "send", t.data_ptr(), t.numel(),
@@ -360,6 +385,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return self._p2p_done(tensors, "send")
 
     def recv(self, tensors, src, tag=0):
+        self._mode(None)
         for t in tensors:
             _check_tensor(t, "recv tensor")
             self._call(lib.sharc_recv, "recv", t.data_ptr(), t.numel(),
@@ -399,6 +425,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return _completed(outputs)
 
     def gather_single(self, output, input, opts):
+        self._mode(opts)
         _check_tensor(input, "gather input")
         root = self.rank() == opts.rootRank
         if root:

@@ -7,8 +7,8 @@ seconds, instead of hanging.
 Launches N ranks itself (env:// rendezvous on a free loopback port; not
 torchrun, whose agent would stop the survivors as soon as one rank dies).
 Rank 1 kills itself (SIGKILL) after 20 all-reduces; the others keep
-calling all_reduce with async_op=True and must fail with an error whose
-message names rank 1, in under 10 s. Exit 0 when they all did.
+calling all_reduce (async_op=True and blocking in turn) and must fail with
+an error whose message names rank 1, in under 10 s. Exit 0 when they all did.
 """
 
 import os
@@ -36,8 +36,11 @@ def rank_main():
     for i in range(100000):
         if rank == 1 and i == 20:
             os.kill(os.getpid(), signal.SIGKILL)
-        try:
-            dist.all_reduce(x, async_op=True).wait()
+        try:  # async (the waiter thread) and blocking calls in turn
+            if i % 2:
+                dist.all_reduce(x)
+            else:
+                dist.all_reduce(x, async_op=True).wait()
         except Exception as e:  # noqa: BLE001  (what wait() raises)
             took = time.monotonic() - (t_dead or time.monotonic())
             ok = isinstance(e, sharc.SharcError) and "rank 1" in str(e)

@@ -326,21 +326,21 @@ static sharc_status_t validate(const coll_call_t *c) {
   return SHARC_OK;
 }
 
-/* Device memory reaches the collectives only through a CUDA-bound stream
- * (gpu.h); on the host paths the executor would read it with memcpy. */
-static sharc_status_t check_host_memory(const coll_call_t *c,
-                                        sharc_stream_t stream) {
-  if (c->coll == SCHED_BARRIER || stream_is_bound(stream))
+sharc_status_t coll_check_host_memory(struct sharc_comm *comm, const char *fn,
+                                      const void *a, const char *a_name,
+                                      const void *b, const char *b_name,
+                                      sharc_stream_t stream) {
+  if (stream_is_bound(stream))
     return SHARC_OK;
-  static const char *const name[] = {NULL, "sendbuf", "recvbuf"};
-  const char *which = name[dev_first_device_ptr(c->sendbuf, c->recvbuf)];
+  const char *const name[] = {NULL, a_name, b_name};
+  const char *which = name[dev_first_device_ptr(a, b)];
   if (!which)
     return SHARC_OK;
-  return comm_error(c->comm, SHARC_ERR_INVALID_ARG,
+  return comm_error(comm, SHARC_ERR_INVALID_ARG,
                     "%s: %s is device memory, but the call is on %s; pass a "
                     "stream made by sharc_stream_create_cuda for device "
                     "buffers",
-                    sched_coll_fn(c->coll), which,
+                    fn, which,
                     stream ? "a host stream" : "no stream (blocking)");
 }
 
@@ -381,7 +381,10 @@ static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   CHECK(validate(call));
   if (call->count == 0 && call->coll != SCHED_BARRIER)
     return SHARC_OK;
-  CHECK(check_host_memory(call, stream));
+  if (call->coll != SCHED_BARRIER)
+    CHECK(coll_check_host_memory(call->comm, sched_coll_fn(call->coll),
+                                 call->sendbuf, "sendbuf", call->recvbuf,
+                                 "recvbuf", stream));
   if (group_active()) /* recorded; sharc_group_end issues it */
     return group_add(call, stream);
   return coll_issue(call, stream);

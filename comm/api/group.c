@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "coll.h"
-#include "gpu.h" /* dev_first_device_ptr */
 #include "group_rec.h"
 #include "stream.h"
 
@@ -74,15 +73,7 @@ static sharc_status_t p2p_validate(const char *fn, const void *buf,
   if (!buf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: buf is NULL with count %zu", fn, count);
-  /* Device memory reaches the executor only through a CUDA-bound stream
-   * (the staged path copies it through pinned host memory). */
-  if (!stream_is_bound(stream) && dev_first_device_ptr(buf, NULL))
-    return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: buf is device memory, but the call is on %s; pass "
-                      "a stream made by sharc_stream_create_cuda for device "
-                      "buffers",
-                      fn, stream ? "a host stream" : "no stream (blocking)");
-  return SHARC_OK;
+  return coll_check_host_memory(comm, fn, buf, "buf", NULL, NULL, stream);
 }
 
 static sharc_status_t p2p_post(int send, const void *buf, size_t count,
@@ -173,12 +164,10 @@ sharc_status_t sharc_all_to_allv(const void *sendbuf, const size_t *sendcounts,
                                  "%s: sendbuf and recvbuf overlap; it does "
                                  "not run in place: pass separate buffers",
                                  fn));
-  if (!stream_is_bound(stream) && dev_first_device_ptr(sendbuf, recvbuf))
-    return group_fail(comm_error(
-        comm, SHARC_ERR_INVALID_ARG,
-        "%s: a buffer is device memory, but the call is on %s; pass a stream "
-        "made by sharc_stream_create_cuda for device buffers",
-        fn, stream ? "a host stream" : "no stream (blocking)"));
+  sharc_status_t st = coll_check_host_memory(comm, fn, sendbuf, "sendbuf",
+                                             recvbuf, "recvbuf", stream);
+  if (st != SHARC_OK)
+    return group_fail(st);
   call_p2p_op_t *ops = malloc(2 * (size_t)n * sizeof *ops);
   const call_p2p_op_t **refs = malloc(2 * (size_t)n * sizeof *refs);
   if (!ops || !refs) {
@@ -200,7 +189,7 @@ sharc_status_t sharc_all_to_allv(const void *sendbuf, const size_t *sendcounts,
                                  (uint8_t *)recvbuf + rdispls[from] * es,
                                  recvcounts[from]};
   }
-  sharc_status_t st = SHARC_OK;
+  st = SHARC_OK;
   if (group_active()) {
     for (size_t i = 0; i < m && st == SHARC_OK; i++) {
       group_item_t it = {

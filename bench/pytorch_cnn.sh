@@ -12,16 +12,20 @@ py=${SHARC_TORCH_PYTHON:-python3}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export SHARC_LIBRARY=$build/libsharc.so PYTHONPATH=$here/python
+# GNU time's report (peak RSS of the whole job) where it is installed
+# (Debian package time); the scripts record their own RSS either way.
+timev=()
+[ -x /usr/bin/time ] && timev=(/usr/bin/time -v)
 for be in sharc gloo; do
   echo "=== FSDP2 on $be, 4 ranks, $epochs epochs"
-  /usr/bin/time -v "$py" -m torch.distributed.run --standalone \
+  "${timev[@]}" "$py" -m torch.distributed.run --standalone \
     --nproc-per-node 4 "$here/docs/examples/fsdp2_cnn.py" --backend $be \
     --epochs "$epochs" --json "$out/fsdp2_$be.json" \
     > "$out/fsdp2_$be.log" 2>&1
   grep -E "^epoch|test accuracy" "$out/fsdp2_$be.log"
 done
 echo "=== sharc-train (sharc's engine), 4 ranks, $epochs epochs"
-/usr/bin/time -v "$build/sharcrun" -n 4 "$build/models/sharc-train" \
+"${timev[@]}" "$build/sharcrun" -n 4 "$build/models/sharc-train" \
   --model cnn --strategy full --epochs "$epochs" --batch 64 --lr 1e-3 \
   --log-every 100 --log "$out/sharc_train.jsonl" > "$out/sharc_train.log" 2>&1
 tail -1 "$out/sharc_train.jsonl"

@@ -52,6 +52,18 @@ static inline int bench_coll_root_only(coll_t c) {
  * prints N/A, and no in-place limit is printed for them. */
 static inline int bench_coll_has_inplace(coll_t c) { return c != C_SR; }
 
+/* send_recv's peers (--exchange): ring (nccl-tests' sendrecv; the default)
+ * sends to rank + 1 and receives from rank - 1; pair exchanges with rank ^ 1
+ * (OSU's osu_bibw between pairs: with an odd count the last rank sends to
+ * itself). Every backend and the check read them here. */
+extern int bench_sr_pair;
+static inline int bench_sr_to(int rank, int n) {
+  return bench_sr_pair ? ((rank ^ 1) < n ? rank ^ 1 : rank) : (rank + 1) % n;
+}
+static inline int bench_sr_from(int rank, int n) {
+  return bench_sr_pair ? bench_sr_to(rank, n) : (rank - 1 + n) % n;
+}
+
 /* --timing: how one size is timed (bench_run.c says how each works). */
 enum { BENCH_CALL = 0, BENCH_STREAM = 1 };
 /* Most --passes a row keeps (each pass's time, per placement). */

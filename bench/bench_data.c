@@ -262,8 +262,8 @@ static double expected(size_t g, sharc_dtype_t dt, int op, coll_t c, int root,
     return value(g, root, dt, op, c, nranks);
   if (c == C_AA) /* block q: what rank q sent to rank */
     return a2a_value(g % per_rank, (int)(g / per_rank), rank);
-  if (c == C_SR) /* what the previous rank sent */
-    return value(g, (rank - 1 + nranks) % nranks, dt, op, c, nranks);
+  if (c == C_SR) /* what the rank it receives from sent */
+    return value(g, bench_sr_from(rank, nranks), dt, op, c, nranks);
   double acc = value(g, 0, dt, op, c, nranks);
   for (int q = 1; q < nranks; q++) {
     double v = value(g, q, dt, op, c, nranks);

@@ -439,6 +439,8 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
            o->passes, o->passes > 1 ? "es" : "",
            o->passes > 1 ? " (rows: the best pass)" : "",
            bench_cpu_clock_cost() * 1e6);
+    if (bench_sr_pair)
+      printf("# send_recv: --exchange pair (each rank with rank ^ 1)\n");
     if (o->cuda && o->reg_asked)
       printf("# -R %d asked: registered device memory is not implemented yet "
              "(the staged path is all there is); running as -R 0\n",
@@ -580,13 +582,15 @@ int main(int argc, char **argv) {
             "\"%s\", \"compare\": \"%s\", \"registration\": %d, \"blocking\": "
             "%d, \"iters\": %d, \"warmup\": %d, \"sharc_check\": %d, "
             "\"memory\": \"%s\", \"timing\": \"%s\", \"cold\": %d, "
-            "\"passes\": %d, \"average\": %d, \"cpu_clock_cost_us\": %.4f",
+            "\"passes\": %d, \"average\": %d, \"exchange\": \"%s\", "
+            "\"cpu_clock_cost_us\": %.4f",
             b->nranks, b->nhosts, host, o.backend, o.compare ? o.compare : "",
             o.reg, o.blocking, o.iters, o.warmup,
             getenv("SHARC_CHECK") ? atoi(getenv("SHARC_CHECK")) != 0 : 0,
             o.cuda ? "cuda" : "host",
             o.timing == BENCH_CALL ? "call" : "stream", o.cold, o.passes,
-            o.average, bench_cpu_clock_cost() * 1e6);
+            o.average, bench_sr_pair ? "pair" : "ring",
+            bench_cpu_clock_cost() * 1e6);
     if (o.cuda) {
       char dev[160];
       bench_cuda_describe(dev, sizeof dev);

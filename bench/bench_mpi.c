@@ -139,9 +139,9 @@ static int mpi_coll(backend_t *b, coll_t c, const void *s, void *r,
       r = MPI_IN_PLACE;
     rc = MPI_Scatter(s, n, t, r, n, t, root, MPI_COMM_WORLD);
     break;
-  case C_SR: /* to the next rank, from the previous one */
-    rc = MPI_Sendrecv(s, n, t, (b->rank + 1) % b->nranks, 0, r, n, t,
-                      (b->rank - 1 + b->nranks) % b->nranks, 0, MPI_COMM_WORLD,
+  case C_SR: /* --exchange's peers (bench_sr_to/from) */
+    rc = MPI_Sendrecv(s, n, t, bench_sr_to(b->rank, b->nranks), 0, r, n, t,
+                      bench_sr_from(b->rank, b->nranks), 0, MPI_COMM_WORLD,
                       MPI_STATUS_IGNORE);
     break;
   default: /* C_AA; in place when s == r (MPI 2.2) */

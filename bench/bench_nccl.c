@@ -223,7 +223,8 @@ static int nc_sync(backend_t *b) {
 static int nc_send_recv(backend_t *b, const void *s, void *r, size_t count,
                         int t, void *cs) {
   nccl_ctx_t *x = b->ctx;
-  int n = b->nranks, next = (b->rank + 1) % n, prev = (b->rank - 1 + n) % n;
+  int next = bench_sr_to(b->rank, b->nranks);
+  int prev = bench_sr_from(b->rank, b->nranks);
   int rc = nc_result(x, "ncclGroupStart", N.group_start());
   if (rc)
     return rc;

@@ -10,6 +10,8 @@
 
 #include "bench.h"
 
+int bench_sr_pair; /* --exchange pair */
+
 static void usage(FILE *f) {
   fprintf(
       f,
@@ -44,6 +46,10 @@ static void usage(FILE *f) {
       "  --cold 0|1          1: move the buffers by one footprint each\n"
       "                      iteration within 2 x maxBytes (nccl-tests;\n"
       "                      cold caches); 0: the same buffers (OSU, IMB) [0]\n"
+      "  --exchange ring|pair  send_recv's peers: ring sends to rank+1 and\n"
+      "                      receives from rank-1 (nccl-tests' sendrecv);\n"
+      "                      pair exchanges with rank^1 (an odd last rank\n"
+      "                      with itself)                          [ring]\n"
       "  --passes P          sweep every size P times (1..16): rows show the\n"
       "                      best pass; a '#' table the median busbw, the\n"
       "                      spread and the CPU time per call     [1]\n"
@@ -154,7 +160,7 @@ void bench_parse(int argc, char **argv, opts_t *o, unsigned *which) {
                {'R', "registration"}, {'T', "timeout"},   {'J', "json"},
                {'M', "mem"},          {'B', "backend"},   {'P', "compare"},
                {'L', "limits"},       {'X', "transport"}, {'t', "timing"},
-               {'C', "cold"},         {'p', "passes"}};
+               {'C', "cold"},         {'p', "passes"},    {'E', "exchange"}};
   *which = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
@@ -285,6 +291,13 @@ void bench_parse(int argc, char **argv, opts_t *o, unsigned *which) {
       break;
     case 'p':
       o->passes = parse_int(v, a);
+      break;
+    case 'E':
+      if (strcmp(v, "ring") && strcmp(v, "pair")) {
+        fprintf(stderr, "sharc-bench: --exchange: ring or pair, not '%s'\n", v);
+        exit(2);
+      }
+      bench_sr_pair = !strcmp(v, "pair");
       break;
     case 'X': /* read by sharc_comm_init_env, after parsing */
       if (strcmp(v, "auto") && strcmp(v, "shm") && strcmp(v, "tcp") &&

@@ -40,7 +40,8 @@ static int sh_inplace(backend_t *b, coll_t c) {
  * call's error closes the group too (group end then issues nothing). */
 static int send_recv(sharc_ctx_t *x, const void *s, void *r, size_t count,
                      sharc_dtype_t dt, sharc_stream_t st) {
-  int n = x->nranks, next = (x->rank + 1) % n, prev = (x->rank - 1 + n) % n;
+  int next = bench_sr_to(x->rank, x->nranks);
+  int prev = bench_sr_from(x->rank, x->nranks);
   sharc_status_t gs = sharc_group_start();
   if (gs != SHARC_OK)
     return gs;

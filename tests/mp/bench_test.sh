@@ -47,6 +47,11 @@ assert {r["backend"] for r in sr} == {"sharc", "mpi"}, sr
 assert all(r["wrong"] == 0 and r["inplace_wrong"] is None for r in sr), sr
 PY
   grep -q '^# MPI library: ' "$tmp/c.out" || fail "no '# MPI library' line"
+  # the pairwise exchange against MPI_Sendrecv with the same peers, 4 ranks
+  timeout 100 mpirun -np 4 --oversubscribe --mca btl self,vader "$bench" send_recv \
+    --exchange pair -b 8 -e 64K -f 16 -n 2 -w 1 --limits 0 --compare mpi \
+    >"$tmp/p.out" 2>&1 || { cat "$tmp/p.out"; fail "--compare mpi --exchange pair exited $?"; }
+  [ "$(grep -c '^# Out of bounds values : 0 OK' "$tmp/p.out")" = 2 ] || fail "pair: not 2 OK tables"
   # the peer through the same stream loop, 2 passes
   timeout 100 mpirun -np 2 --oversubscribe --mca btl self,vader "$bench" all_reduce,broadcast \
     -b 8 -e 4K -f 8 -n 3 -w 1 --limits 0 --compare mpi --timing stream --passes 2 \
@@ -138,6 +143,16 @@ read -r srrows srwrong < <(parse "$tmp/sr.out")
 [ "$srrows" = 5 ] && [ "$srwrong" = 0 ] || { cat "$tmp/sr.out"; fail "send_recv: rows $srrows wrong $srwrong (want 5, 0)"; }
 [ "$(awk '!/^#/ && NF == 13 && $10 == "N/A" && $13 == "N/A"' "$tmp/sr.out" | wc -l)" = 5 ] \
   || fail "send_recv: in-place columns not N/A"
+# --exchange pair on 3 ranks: 0<->1, and rank 2 with itself; checked
+"$run" -n 3 --no-prefix --timeout 50 "$bench" send_recv --exchange pair -b 8 -e 64K -f 8 -n 2 \
+  -w 1 -c 1 --limits 0 -J "$tmp/pair.json" >"$tmp/pair.out" 2>&1 \
+  || { cat "$tmp/pair.out"; fail "send_recv --exchange pair exited $?"; }
+grep -q '^# send_recv: --exchange pair' "$tmp/pair.out" || fail "pair: no exchange line"
+read -r srrows srwrong < <(parse "$tmp/pair.out")
+[ "$srrows" = 5 ] && [ "$srwrong" = 0 ] || { cat "$tmp/pair.out"; fail "pair: rows $srrows wrong $srwrong (want 5, 0)"; }
+grep -q '"exchange": "pair"' "$tmp/pair.json" || fail "pair: JSON has no exchange"
+"$bench" send_recv --exchange star 2>&1 | grep -q "exchange: ring or pair, not 'star'" \
+  || fail "--exchange star not refused"
 
 SHARC_BENCH_CORRUPT=1 "$run" -n 2 --no-prefix --timeout 50 "$bench" "${args[@]}" >"$tmp/bad.out" 2>&1
 rc=$?

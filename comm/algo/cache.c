@@ -12,8 +12,14 @@ void sched_cache_free(sched_cache_t *c) {
 }
 
 static int key_eq(const sched_key_t *a, const sched_key_t *b) {
-  return a->coll == b->coll && a->count == b->count && a->esize == b->esize &&
-         a->inplace == b->inplace && a->root == b->root;
+  if (a->coll != b->coll || a->count != b->count || a->esize != b->esize ||
+      a->inplace != b->inplace || a->root != b->root || a->np2p != b->np2p)
+    return 0;
+  for (int i = 0; i < a->np2p; i++)
+    if (a->p2p[i].send != b->p2p[i].send || a->p2p[i].peer != b->p2p[i].peer ||
+        a->p2p[i].bytes != b->p2p[i].bytes)
+      return 0;
+  return 1;
 }
 
 const sched_cache_slot_t *sched_cache_get(sched_cache_t *c,

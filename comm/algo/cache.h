@@ -25,12 +25,19 @@
  * moving their bytes, and caching them would pin memory. */
 #define SCHED_CACHE_MAX_OPS 4096
 
+/* A send/recv batch (SCHED_P2P) of at most this many transfers is cached
+ * too, keyed by its transfers (direction, peer, bytes: a batch's schedule
+ * depends on nothing else); larger ones are built per call. */
+#define SCHED_KEY_P2P 4
+
 typedef struct {
   sched_coll_t coll;
   int root;    /* broadcast root; 0 otherwise */
   int inplace; /* sched_args_t.inplace */
   size_t count;
   size_t esize; /* bytes per element */
+  int np2p;     /* SCHED_P2P: the batch's transfers, in posting order */
+  sched_p2p_t p2p[SCHED_KEY_P2P];
 } sched_key_t;
 
 typedef struct {

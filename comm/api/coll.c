@@ -139,15 +139,21 @@ static sharc_status_t run_host(coll_call_t *call, const sched_t *sched,
   return run_sched(call, &key, hit, algo, sched, hook, 0);
 }
 
-/* A batch of sends and receives (SCHED_P2P): built for the call, never
- * cached; buffer i of the schedule is transfer i's. */
+/* A batch of sends and receives (SCHED_P2P); buffer i of the schedule is
+ * transfer i's. A batch of up to SCHED_KEY_P2P transfers (a send/recv
+ * loop's) reuses its schedule from the communicator's cache, keyed by the
+ * transfers; the arrays of a small batch live on the stack. */
+#define P2P_STACK 8
 static sharc_status_t run_p2p(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
   const call_p2p_t *b = call->p2p;
-  sched_p2p_t *ops = malloc(b->n * sizeof *ops);
-  void **bufs = malloc((SCHED_BUF_P2P + b->n) * sizeof *bufs);
-  sched_t s;
-  sched_init(&s);
+  sched_p2p_t ops_s[P2P_STACK];
+  void *bufs_s[SCHED_BUF_P2P + P2P_STACK];
+  int small = b->n <= P2P_STACK;
+  sched_p2p_t *ops = small ? ops_s : malloc(b->n * sizeof *ops);
+  void **bufs = small ? bufs_s : malloc((SCHED_BUF_P2P + b->n) * sizeof *bufs);
+  sched_t built;
+  sched_init(&built);
   sharc_status_t st = SHARC_OK;
   if (!ops || !bufs) {
     st = comm_error(comm, SHARC_ERR_NO_MEM,
@@ -162,10 +168,25 @@ static sharc_status_t run_p2p(coll_call_t *call) {
         (sched_p2p_t){o->send, o->peer, o->count * sharc_dtype_size(o->dtype)};
     bufs[SCHED_BUF_P2P + i] = o->buf;
   }
-  st = sched_p2p_build(ops, b->n, comm->rank, comm->nchan, 262144, &s);
-  if (st != SHARC_OK) {
-    st = comm_record(comm, st, "sharc_send/sharc_recv: %s", err_last());
-    goto out;
+  sched_key_t key = {.coll = SCHED_P2P, .count = call->count, .esize = 1};
+  int cacheable = b->n <= SCHED_KEY_P2P;
+  const sched_cache_slot_t *hit = NULL;
+  if (cacheable) {
+    key.np2p = (int)b->n;
+    memcpy(key.p2p, ops, b->n * sizeof *ops);
+    hit = sched_cache_get(&comm->sched_cache, &key);
+  }
+  const sched_t *s = hit ? &hit->sched : NULL;
+  if (!s) {
+    st = sched_p2p_build(ops, b->n, comm->rank, comm->nchan, 262144, &built);
+    if (st != SHARC_OK) {
+      st = comm_record(comm, st, "sharc_send/sharc_recv: %s", err_last());
+      goto out;
+    }
+    s = cacheable ? &sched_cache_put(&comm->sched_cache, &key,
+                                     SCHED_ALGO_DIRECT, &built)
+                         ->sched
+                  : &built;
   }
   rec_entry_t *rec =
       rec_start(&comm->rec, (int)SCHED_P2P, (int)SHARC_U8, (int)SHARC_SUM,
@@ -174,14 +195,21 @@ static sharc_status_t run_p2p(coll_call_t *call) {
   if (comm->cfg.check) /* SHARC_CHECK=1: each pair agrees before data moves */
     st = check_p2p(call);
   if (st == SHARC_OK)
-    st = exec_run(comm, &s, bufs, SHARC_U8, SHARC_SUM);
+    st = exec_run_at(
+        comm, s, bufs, SHARC_U8, SHARC_SUM,
+        comm->cfg.check
+            ? time_ns()
+            : atomic_load_explicit(&rec->t_start_ns, memory_order_relaxed),
+        NULL);
   atomic_store(&comm->rec_cur, NULL);
   rec_end(rec, st);
   check_fail(comm, st); /* after rec_end: the recorder shows it failed */
 out:
-  sched_free(&s);
-  free(ops);
-  free(bufs);
+  sched_free(&built);
+  if (!small) {
+    free(ops);
+    free(bufs);
+  }
   return st;
 }
 

@@ -238,7 +238,10 @@ static void *lane_run(void *arg) {
       coll_call_t c = it[i].call;
       lane_note(l, coll_issue(&c, it[i].stream));
     }
-  const call_p2p_op_t **ops = malloc(l->nitems * sizeof *ops);
+  /* a small group's list on the stack (a send/recv loop's) */
+  const call_p2p_op_t *ops_s[16];
+  const call_p2p_op_t **ops =
+      l->nitems <= 16 ? ops_s : malloc(l->nitems * sizeof *ops);
   if (!ops) {
     lane_note(l, comm_error(l->comm, SHARC_ERR_NO_MEM,
                             "sharc_group_end: out of memory"));
@@ -260,7 +263,8 @@ static void *lane_run(void *arg) {
         ops[n++] = &it[j].op;
     lane_note(l, issue_batch(l->comm, it[i].stream, ops, n));
   }
-  free(ops);
+  if (ops != ops_s)
+    free(ops);
   return NULL;
 }
 
@@ -270,12 +274,14 @@ sharc_status_t sharc_group_end(void) {
   size_t n;
   CHECK(group_rec_close(&outer, &items, &n));
   if (!outer || n == 0) {
-    free(items);
+    group_rec_recycle(items);
     return SHARC_OK;
   }
-  lane_t *lanes = calloc(n, sizeof *lanes);
+  /* at most one lane per item; a group of few items keeps them here */
+  lane_t lanes_s[4];
+  lane_t *lanes = n <= 4 ? lanes_s : calloc(n, sizeof *lanes);
   if (!lanes) {
-    free(items);
+    group_rec_recycle(items);
     return err_set(SHARC_ERR_NO_MEM, "sharc_group_end: out of memory");
   }
   size_t nl = 0, nblocking = 0;
@@ -323,8 +329,9 @@ sharc_status_t sharc_group_end(void) {
       snprintf(msg, sizeof msg, "%s", lanes[l].msg);
     }
   }
-  free(lanes);
-  free(items);
+  if (lanes != lanes_s)
+    free(lanes);
+  group_rec_recycle(items);
   if (st != SHARC_OK)
     return err_record(st, "%s", msg);
   return SHARC_OK;

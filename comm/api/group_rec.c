@@ -3,6 +3,7 @@
  */
 #include "group_rec.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,11 +11,22 @@ typedef struct {
   int depth;
   group_item_t *items;
   size_t n, cap;
+  size_t lent_cap;    /* the capacity of the record last handed over */
   sharc_status_t err; /* the first failed call of the group */
   char msg[512];
 } group_t;
 
 static _Thread_local group_t group_tl;
+
+/* The thread's record, freed when the thread exits (a pthread key's
+ * destructor: _Thread_local storage has none). */
+static pthread_key_t items_key;
+static pthread_once_t items_once = PTHREAD_ONCE_INIT;
+static void items_key_make(void) { pthread_key_create(&items_key, free); }
+static void items_own(group_item_t *items) {
+  pthread_once(&items_once, items_key_make);
+  pthread_setspecific(items_key, items);
+}
 
 int group_active(void) { return group_tl.depth > 0; }
 
@@ -46,6 +58,7 @@ sharc_status_t group_push(const group_item_t *it) {
           SHARC_ERR_NO_MEM, "sharc_group: out of memory for %zu calls", cap));
     g->items = p;
     g->cap = cap;
+    items_own(p);
   }
   g->items[g->n++] = *it;
   return SHARC_OK;
@@ -80,7 +93,20 @@ sharc_status_t group_rec_close(int *outer, group_item_t **items, size_t *n) {
    * this thread, after we return) starts a new one. */
   *items = g->items;
   *n = count;
+  g->lent_cap = g->cap;
   g->items = NULL;
   g->cap = 0;
+  items_own(NULL);
   return SHARC_OK;
+}
+
+void group_rec_recycle(group_item_t *items) {
+  group_t *g = &group_tl;
+  if (items && !g->items) { /* no group recorded meanwhile: reuse it */
+    g->items = items;
+    g->cap = g->lent_cap;
+    items_own(items);
+  } else {
+    free(items);
+  }
 }

@@ -31,9 +31,14 @@ sharc_status_t group_fail(sharc_status_t st);
 
 /* sharc_group_end's bookkeeping. SHARC_ERR_INVALID_ARG when no group is
  * open; else closes one level and sets *outer to 1 when that was the
- * outermost, then hands over the record (*items, *n: the caller frees
- * *items) or, when a call of the group failed, returns that error with its
- * message (nothing handed over). */
+ * outermost, then hands over the record (*items, *n: the caller gives
+ * *items back with group_rec_recycle) or, when a call of the group failed,
+ * returns that error with its message (nothing handed over). */
 sharc_status_t group_rec_close(int *outer, group_item_t **items, size_t *n);
+
+/* The caller of group_rec_close is done with *items: this thread's next
+ * group records into it (a send/recv loop allocates nothing per group), or
+ * it is freed when that group has started a record of its own. */
+void group_rec_recycle(group_item_t *items);
 
 #endif /* SHARC_GROUP_REC_H */

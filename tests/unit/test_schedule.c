@@ -683,6 +683,29 @@ static void test_cache(void) {
   other[4].esize = 8;
   for (int i = 0; i < 5; i++)
     EXPECT(!sched_cache_get(&c, &other[i]), "key field %d is ignored", i);
+  /* send/recv batches: keyed by their transfers, each field counting */
+  sched_key_t p = {.coll = SCHED_P2P, .count = 12, .esize = 1, .np2p = 2};
+  p.p2p[0] = (sched_p2p_t){1, 2, 8};
+  p.p2p[1] = (sched_p2p_t){0, 0, 4};
+  sched_t ps;
+  sched_init(&ps);
+  EXPECT(sched_p2p_build(p.p2p, 2, 1, 2, 262144, &ps) == SHARC_OK,
+         "p2p build: %s", err_last());
+  const sched_cache_slot_t *pe =
+      sched_cache_put(&c, &p, SCHED_ALGO_DIRECT, &ps);
+  sched_key_t same = p;
+  EXPECT(sched_cache_get(&c, &same) == pe, "the same batch hits");
+  sched_key_t q[5];
+  for (int i = 0; i < 5; i++)
+    q[i] = p;
+  q[0].np2p = 1;
+  q[1].p2p[1].send = 1;
+  q[2].p2p[0].peer = 3;
+  q[3].p2p[1].bytes = 5;
+  q[4].coll = SCHED_ALL_TO_ALL;
+  for (int i = 0; i < 5; i++)
+    EXPECT(!sched_cache_get(&c, &q[i]), "batch key change %d is ignored", i);
+  EXPECT(sched_cache_get(&c, &k1) == e, "the collective's slot stays");
   /* least recently used goes first: fill the cache with counts 1..SLOTS,
    * touch count 1, insert one more: count 2 is evicted, count 1 stays */
   for (size_t n = 2; n <= SCHED_CACHE_SLOTS; n++) {

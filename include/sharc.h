@@ -398,7 +398,9 @@ SHARC_API sharc_status_t sharc_barrier(sharc_comm_t comm,
  * returns when all are done (blocking) or enqueued. Groups nest (only
  * the outermost end issues). An error of a call inside the group is
  * returned by that call and again by sharc_group_end, which then issues
- * nothing; an empty group is a no-op.
+ * nothing; an empty group is a no-op. sharc_group_cancel closes every open
+ * level of this thread's group and drops its calls unissued (an error when
+ * none is open).
  */
 SHARC_API sharc_status_t sharc_send(const void *buf, size_t count,
                                     sharc_dtype_t dtype, int peer,
@@ -420,6 +422,7 @@ SHARC_API sharc_status_t sharc_all_to_allv(
     sharc_dtype_t dtype, sharc_comm_t comm, sharc_stream_t stream);
 SHARC_API sharc_status_t sharc_group_start(void);
 SHARC_API sharc_status_t sharc_group_end(void);
+SHARC_API sharc_status_t sharc_group_cancel(void);
 
 #ifdef __cplusplus
 }

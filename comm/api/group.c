@@ -211,6 +211,8 @@ sharc_status_t sharc_group_start(void) {
   return SHARC_OK;
 }
 
+sharc_status_t sharc_group_cancel(void) { return group_rec_cancel(); }
+
 /* One communicator's share of a group, issued in order by one thread. */
 typedef struct {
   struct sharc_comm *comm;

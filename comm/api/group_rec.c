@@ -110,3 +110,14 @@ void group_rec_recycle(group_item_t *items) {
     free(items);
   }
 }
+
+sharc_status_t group_rec_cancel(void) {
+  group_t *g = &group_tl;
+  if (g->depth == 0)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "sharc_group_cancel: no group is open on this thread");
+  g->depth = 0;
+  g->n = 0;
+  g->err = SHARC_OK;
+  return SHARC_OK;
+}

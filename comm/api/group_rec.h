@@ -41,4 +41,8 @@ sharc_status_t group_rec_close(int *outer, group_item_t **items, size_t *n);
  * it is freed when that group has started a record of its own. */
 void group_rec_recycle(group_item_t *items);
 
+/* sharc_group_cancel: every open level closed, the record dropped;
+ * SHARC_ERR_INVALID_ARG when no group is open. */
+sharc_status_t group_rec_cancel(void);
+
 #endif /* SHARC_GROUP_REC_H */

@@ -13,7 +13,8 @@
  *                           sharc_all_to_allv with uneven and empty blocks;
  *                           a group spanning two communicators posted in
  *                           opposite orders by neighbouring ranks; empty,
- *                           nested and failed groups; bad arguments.
+ *                           nested, failed and cancelled groups; bad
+ *                           arguments.
  *                           --quick: the large count for two dtypes only.
  *   p2p_check --mem cuda    the rings and all pairs on device buffers through
  *                           a CUDA-bound stream (exit 77 without a device).
@@ -413,6 +414,21 @@ static void groups_and_args(void) {
     fail("group_end after a failed call: status %ld%ld", "failed group", st, 0);
   /* the communicator still works: nothing was issued, on any rank */
   check_st(sharc_barrier(world, NULL), world, "barrier after failed group");
+  /* a cancelled group (two levels open) issues nothing either, and the
+   * exchange after it gets the later message, not the dropped one */
+  sharc_group_start();
+  sharc_group_start();
+  sharc_send(s, sizeof s, SHARC_U8, to, world, NULL);
+  check_st(sharc_group_cancel(), NULL, "cancel");
+  st = sharc_group_cancel();
+  if (st != SHARC_ERR_INVALID_ARG || !strstr(sharc_last_error(), "no group"))
+    fail("cancel without a group: status %ld%ld", "cancel", st, 0);
+  fill(s, sizeof s, me, to, 12);
+  sharc_group_start();
+  sharc_send(s, sizeof s, SHARC_U8, to, world, NULL);
+  sharc_recv(r, sizeof r, SHARC_U8, from, world, NULL);
+  check_st(sharc_group_end(), NULL, "group after cancel");
+  verify(r, sizeof r, from, me, 12, "group after cancel");
   if (sharc_send(s, 1, (sharc_dtype_t)99, to, world, NULL) !=
       SHARC_ERR_INVALID_ARG)
     fail("bad dtype accepted%ld%ld", "args", 0, 0);

@@ -12,6 +12,14 @@
  * created inside a group (one thread creating the ranks of several
  * devices) is initialised at the group's end, all of them at once on
  * threads of their own, before the group's other calls are issued.
+ *
+ * NCCL 2.28's calls: all-to-all, gather and scatter are sharc's own
+ * collectives; a scalable init joins through its first id; a shrink is a
+ * fresh communicator whose id the lowest remaining rank sends to the
+ * others point to point; a window is a buffer registration. Revoke and
+ * premultiplied sums are refused, and a simulated group end drops the
+ * group (sharc.h: a group with a failed call issues nothing) since sharc's
+ * cost model is not public.
  */
 #include "nccl.h"
 
@@ -122,6 +130,8 @@ NCCL_API const char *ncclGetLastError(ncclComm_t comm) {
   }
   return last_msg;
 }
+
+NCCL_API void ncclResetDebugInit(void) {}
 
 /* ---- streams: one sharc stream per cudaStream_t (and device) ---- */
 
@@ -286,6 +296,25 @@ NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
   return init_rank("ncclCommInitRankConfig", comm, nranks, commId, rank);
 }
 
+NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks,
+                                               int myrank, int nId,
+                                               ncclUniqueId *commIds,
+                                               ncclConfig_t *config) {
+  static const char fn[] = "ncclCommInitRankScalable";
+  ncclResult_t r = check_config(fn, config);
+  if (r != ncclSuccess)
+    return r;
+  if (nId < 1 || (nranks >= 1 && nId > nranks))
+    return fail(ncclInvalidArgument,
+                "%s: nId %d ids for %d ranks; pass 1 <= nId <= nranks", fn, nId,
+                nranks);
+  if (!commIds)
+    return fail(ncclInvalidArgument, "%s: commIds is NULL with nId %d", fn,
+                nId);
+  /* sharc's rendezvous is one root: the first id's (see nccl.h). */
+  return init_rank(fn, newcomm, nranks, commIds[0], myrank);
+}
+
 /* A thread initialising one communicator (grouped inits, InitAll). */
 typedef struct {
   ncclComm_t c;
@@ -427,6 +456,146 @@ NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
   return ncclSuccess;
 }
 
+/* The excluded ranks of a shrink as a mask of comm's nranks (*out, the
+ * caller frees it), each checked; *nout their number. */
+static ncclResult_t shrink_mask(const char *fn, ncclComm_t comm,
+                                const int *list, int count, char **out,
+                                int *nout) {
+  if (count < 0 || (count > 0 && !list))
+    return fail(ncclInvalidArgument,
+                "%s: excludeRanksCount %d with excludeRanksList %s; pass a "
+                "list of that many ranks",
+                fn, count, list ? "set" : "NULL");
+  char *m = calloc((size_t)comm->nranks, 1);
+  if (!m)
+    return fail(ncclSystemError, "%s: out of memory", fn);
+  for (int i = 0; i < count; i++) {
+    int x = list[i];
+    ncclResult_t r = ncclSuccess;
+    if (x < 0 || x >= comm->nranks)
+      r = fail(ncclInvalidArgument,
+               "%s: excludeRanksList[%d] = %d outside the communicator of %d "
+               "ranks",
+               fn, i, x, comm->nranks);
+    else if (m[x])
+      r = fail(ncclInvalidArgument,
+               "%s: rank %d is listed twice in excludeRanksList", fn, x);
+    else if (x == comm->rank)
+      r = fail(ncclInvalidArgument,
+               "%s: this rank (%d) is in excludeRanksList; excluded ranks do "
+               "not call ncclCommShrink",
+               fn, x);
+    if (r != ncclSuccess) {
+      free(m);
+      return r;
+    }
+    m[x] = 1;
+  }
+  *out = m;
+  *nout = count;
+  return ncclSuccess;
+}
+
+/* The new communicator's id: made by the leader, sent to every remaining
+ * rank over comm (point to point, so the excluded ranks take no part). An
+ * all-zero id tells the others that the leader could not make one. */
+static ncclResult_t shrink_id(const char *fn, ncclComm_t comm, const char *out,
+                              int leader, sharc_unique_id_t *u) {
+  memset(u, 0, sizeof *u);
+  if (comm->rank != leader) {
+    sharc_status_t st =
+        sharc_recv(u, sizeof *u, SHARC_U8, leader, comm->sc, NULL);
+    if (st != SHARC_OK)
+      return fail(result_of(st), "%s: receiving the new id from rank %d: %s",
+                  fn, leader, sharc_comm_last_error(comm->sc));
+    static const sharc_unique_id_t zero;
+    if (memcmp(u, &zero, sizeof zero) == 0)
+      return fail(ncclSystemError,
+                  "%s: rank %d, which makes the new communicator's id, could "
+                  "not make it (its ncclGetLastError says why)",
+                  fn, leader);
+    return ncclSuccess;
+  }
+  sharc_status_t made = sharc_get_unique_id(u);
+  ncclResult_t r = ncclSuccess;
+  if (made != SHARC_OK) {
+    r = fail(result_of(made), "%s: making the new id: %s", fn,
+             sharc_last_error());
+    memset(u, 0, sizeof *u);
+  }
+  /* one batch: every send progresses at once */
+  sharc_status_t st = sharc_group_start();
+  for (int x = 0; x < comm->nranks && st == SHARC_OK; x++)
+    if (!out[x] && x != leader)
+      st = sharc_send(u, sizeof *u, SHARC_U8, x, comm->sc, NULL);
+  sharc_status_t g = sharc_group_end();
+  if (st == SHARC_OK)
+    st = g;
+  if (st != SHARC_OK && r == ncclSuccess)
+    r = fail(result_of(st), "%s: sending the new id: %s", fn,
+             sharc_comm_last_error(comm->sc));
+  return r;
+}
+
+NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
+                                     int excludeRanksCount, ncclComm_t *newcomm,
+                                     ncclConfig_t *config, int shrinkFlags) {
+  static const char fn[] = "ncclCommShrink";
+  USABLE(fn, comm);
+  ncclResult_t r = check_config(fn, config);
+  if (r != ncclSuccess)
+    return r;
+  if (!newcomm)
+    return fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+  *newcomm = NULL;
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return fail(ncclInvalidArgument,
+                "%s: shrinkFlags 0x%x; use NCCL_SHRINK_DEFAULT or "
+                "NCCL_SHRINK_ABORT",
+                fn, (unsigned)shrinkFlags);
+  if (tl_depth > 0)
+    return fail(ncclInvalidUsage,
+                "%s: called inside a group; sharc shrinks outside groups "
+                "only (call it after ncclGroupEnd)",
+                fn);
+  sharc_status_t health = sharc_comm_status(comm->sc);
+  if (health != SHARC_OK)
+    return fail(ncclInvalidUsage,
+                "%s: the communicator failed (%s: %s) and sharc builds the "
+                "new one through it; make it with ncclGetUniqueId and "
+                "ncclCommInitRank among the remaining ranks instead",
+                fn, sharc_status_name(health), sharc_comm_last_error(comm->sc));
+  char *out = NULL;
+  int nout = 0;
+  r = shrink_mask(fn, comm, excludeRanksList, excludeRanksCount, &out, &nout);
+  if (r != ncclSuccess)
+    return r;
+  int leader = 0, below = 0;
+  while (out[leader]) /* this rank is not excluded: the loop ends */
+    leader++;
+  for (int x = 0; x < comm->rank; x++)
+    below += out[x];
+  sharc_unique_id_t u;
+  r = shrink_id(fn, comm, out, leader, &u);
+  free(out);
+  if (r != ncclSuccess)
+    return r;
+  ncclComm_t c = calloc(1, sizeof *c);
+  if (!c)
+    return fail(ncclSystemError, "%s: out of memory", fn);
+  c->device = comm->device;
+  c->rank = comm->rank - below;
+  c->nranks = comm->nranks - nout;
+  memcpy(c->id.internal, u.internal, sizeof u.internal);
+  r = init_now(c);
+  if (r != ncclSuccess) {
+    free(c);
+    return r;
+  }
+  *newcomm = c;
+  return ncclSuccess;
+}
+
 NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   USABLE("ncclCommFinalize", comm);
   /* Work queued on the streams completes in their order; destroy waits
@@ -456,6 +625,20 @@ NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   }
   free(comm);
   return from(st);
+}
+
+NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  USABLE("ncclCommRevoke", comm);
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return fail(ncclInvalidArgument,
+                "ncclCommRevoke: revokeFlags 0x%x; the only value is "
+                "NCCL_REVOKE_DEFAULT (0)",
+                (unsigned)revokeFlags);
+  return fail(ncclInvalidUsage,
+              "ncclCommRevoke: not available on sharc, which can stop a "
+              "communicator's work only by freeing it; call ncclCommAbort, "
+              "then make a new communicator among the remaining ranks "
+              "(ncclGetUniqueId, ncclCommInitRank)");
 }
 
 NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm,
@@ -525,6 +708,57 @@ NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
   return from(sharc_mem_deregister(handle));
 }
 
+struct ncclWindow {
+  ncclComm_t comm;
+  void *buff;
+  size_t size; /* bytes */
+};
+
+NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff,
+                                             size_t size, ncclWindow_t *win,
+                                             int winFlags) {
+  static const char fn[] = "ncclCommWindowRegister";
+  USABLE(fn, comm);
+  if (!win)
+    return fail(ncclInvalidArgument, "%s: win is NULL", fn);
+  *win = NULL;
+  if (winFlags & ~NCCL_WIN_COLL_SYMMETRIC)
+    return fail(ncclInvalidArgument,
+                "%s: winFlags 0x%x; use NCCL_WIN_DEFAULT or "
+                "NCCL_WIN_COLL_SYMMETRIC",
+                fn, (unsigned)winFlags);
+  if (!buff || size == 0)
+    return fail(ncclInvalidArgument,
+                "%s: buff %p, size %zu bytes; pass a buffer and its size", fn,
+                buff, size);
+  ncclWindow_t w = malloc(sizeof *w);
+  if (!w)
+    return fail(ncclSystemError, "%s: out of memory", fn);
+  sharc_status_t st = sharc_mem_register(buff, size);
+  if (st != SHARC_OK) {
+    free(w);
+    return from(st);
+  }
+  *w = (struct ncclWindow){comm, buff, size};
+  *win = w;
+  return ncclSuccess;
+}
+
+NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm,
+                                               ncclWindow_t win) {
+  static const char fn[] = "ncclCommWindowDeregister";
+  USABLE(fn, comm);
+  if (!win || win->comm != comm)
+    return fail(ncclInvalidArgument,
+                "%s: win is %s; pass the window ncclCommWindowRegister made "
+                "on this communicator",
+                fn, win ? "another communicator's" : "NULL");
+  sharc_status_t st = sharc_mem_deregister(win->buff);
+  if (st == SHARC_OK)
+    free(win);
+  return from(st);
+}
+
 /* ---- reductions ---- */
 
 NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
@@ -547,9 +781,12 @@ NCCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 
 /* ---- calls ---- */
 
+/* The fp8 types travel as bytes: only calls that move data take them. */
 static const sharc_dtype_t dtypes[ncclNumTypes] = {
-    SHARC_I8,  SHARC_U8,  SHARC_I32, SHARC_U32, SHARC_I64,
-    SHARC_U64, SHARC_F16, SHARC_F32, SHARC_F64, SHARC_BF16};
+    SHARC_I8,  SHARC_U8,  SHARC_I32, SHARC_U32,  SHARC_I64, SHARC_U64,
+    SHARC_F16, SHARC_F32, SHARC_F64, SHARC_BF16, SHARC_U8,  SHARC_U8};
+/* The op argument of a call that reduces nothing. */
+#define NO_REDUCTION ncclMaxRedOp
 static const sharc_op_t ops[ncclNumOps] = {SHARC_SUM, SHARC_PROD, SHARC_MAX,
                                            SHARC_MIN, SHARC_AVG};
 
@@ -561,8 +798,18 @@ static ncclResult_t args(const char *fn, ncclComm_t comm, ncclDataType_t dt,
   USABLE(fn, comm);
   if ((unsigned)dt >= ncclNumTypes)
     return fail(ncclInvalidArgument,
-                "%s: unknown datatype %d; use ncclInt8 .. ncclBfloat16", fn,
+                "%s: unknown datatype %d; use ncclInt8 .. ncclFloat8e5m2", fn,
                 (int)dt);
+  if (op == NO_REDUCTION) {
+    *sdt = dtypes[dt];
+    *sop = SHARC_SUM;
+    return stream_of(fn, cs, ss);
+  }
+  if (dt == ncclFloat8e4m3 || dt == ncclFloat8e5m2)
+    return fail(ncclInvalidArgument,
+                "%s: datatype %d is fp8, which sharc moves but cannot reduce; "
+                "reduce in ncclFloat16, ncclBfloat16 or ncclFloat32",
+                fn, (int)dt);
   if ((unsigned)op >= ncclNumOps)
     return fail(ncclInvalidArgument,
                 "%s: unknown reduction op %d; use ncclSum, ncclProd, ncclMax, "
@@ -595,7 +842,7 @@ NCCL_API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff,
 NCCL_API ncclResult_t ncclBcast(void *buff, size_t count,
                                 ncclDataType_t datatype, int root,
                                 ncclComm_t comm, cudaStream_t stream) {
-  ARGS("ncclBcast", datatype, ncclSum);
+  ARGS("ncclBcast", datatype, NO_REDUCTION);
   (void)sop;
   return from(sharc_broadcast(buff, buff, count, sdt, root, comm->sc, ss));
 }
@@ -604,7 +851,7 @@ NCCL_API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff,
                                     size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm,
                                     cudaStream_t stream) {
-  ARGS("ncclBroadcast", datatype, ncclSum);
+  ARGS("ncclBroadcast", datatype, NO_REDUCTION);
   (void)sop;
   return from(
       sharc_broadcast(sendbuff, recvbuff, count, sdt, root, comm->sc, ss));
@@ -631,16 +878,48 @@ NCCL_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
 NCCL_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
                                     size_t sendcount, ncclDataType_t datatype,
                                     ncclComm_t comm, cudaStream_t stream) {
-  ARGS("ncclAllGather", datatype, ncclSum);
+  ARGS("ncclAllGather", datatype, NO_REDUCTION);
   (void)sop;
   return from(
       sharc_all_gather(sendbuff, recvbuff, sendcount, sdt, comm->sc, ss));
 }
 
+NCCL_API ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff,
+                                   size_t count, ncclDataType_t datatype,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  ARGS("ncclAlltoAll", datatype, NO_REDUCTION);
+  (void)sop;
+  return from(sharc_all_to_all(sendbuff, recvbuff, count, sdt, comm->sc, ss));
+}
+
+NCCL_API ncclResult_t ncclGather(const void *sendbuff, void *recvbuff,
+                                 size_t count, ncclDataType_t datatype,
+                                 int root, ncclComm_t comm,
+                                 cudaStream_t stream) {
+  ARGS("ncclGather", datatype, NO_REDUCTION);
+  (void)sop;
+  /* NCCL leaves recvbuff unused off the root: sharc takes it as NULL. */
+  if (comm->rank != root)
+    recvbuff = NULL;
+  return from(sharc_gather(sendbuff, recvbuff, count, sdt, root, comm->sc, ss));
+}
+
+NCCL_API ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff,
+                                  size_t count, ncclDataType_t datatype,
+                                  int root, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  ARGS("ncclScatter", datatype, NO_REDUCTION);
+  (void)sop;
+  if (comm->rank != root)
+    sendbuff = NULL; /* unused off the root, as in NCCL */
+  return from(
+      sharc_scatter(sendbuff, recvbuff, count, sdt, root, comm->sc, ss));
+}
+
 NCCL_API ncclResult_t ncclSend(const void *sendbuff, size_t count,
                                ncclDataType_t datatype, int peer,
                                ncclComm_t comm, cudaStream_t stream) {
-  ARGS("ncclSend", datatype, ncclSum);
+  ARGS("ncclSend", datatype, NO_REDUCTION);
   (void)sop;
   return from(sharc_send(sendbuff, count, sdt, peer, comm->sc, ss));
 }
@@ -648,7 +927,7 @@ NCCL_API ncclResult_t ncclSend(const void *sendbuff, size_t count,
 NCCL_API ncclResult_t ncclRecv(void *recvbuff, size_t count,
                                ncclDataType_t datatype, int peer,
                                ncclComm_t comm, cudaStream_t stream) {
-  ARGS("ncclRecv", datatype, ncclSum);
+  ARGS("ncclRecv", datatype, NO_REDUCTION);
   (void)sop;
   return from(sharc_recv(recvbuff, count, sdt, peer, comm->sc, ss));
 }
@@ -673,4 +952,39 @@ NCCL_API ncclResult_t ncclGroupEnd(void) {
   }
   ncclResult_t g = from(sharc_group_end());
   return r != ncclSuccess ? r : g;
+}
+
+NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  static const char fn[] = "ncclGroupSimulateEnd";
+  if (!simInfo || simInfo->magic != 0x74685283u ||
+      simInfo->size < offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
+    return fail(ncclInvalidArgument,
+                "%s: simInfo is %s; start it from NCCL_SIM_INFO_INITIALIZER "
+                "(the group stays open)",
+                fn, simInfo ? "not made from the initializer" : "NULL");
+  if (tl_depth == 0)
+    return fail(ncclInvalidUsage,
+                "%s: no group is open on this thread; call ncclGroupStart "
+                "first",
+                fn);
+  if (tl_depth > 1) { /* an inner level: only the outermost end issues */
+    tl_depth--;
+    return from(sharc_group_end());
+  }
+  tl_depth = 0;
+  ncclResult_t r = ncclSuccess;
+  if (tl_npending) { /* communicators are made, simulated or not */
+    r = init_all(tl_pending, tl_npending, 1);
+    tl_npending = 0;
+  }
+  (void)sharc_group_cancel(); /* open: tl_depth was 1 */
+  simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
+  if (r != ncclSuccess)
+    return r;
+  return fail(ncclInvalidUsage,
+              "%s: sharc makes no time estimate (its cost model is internal "
+              "to libsharc); the group was closed and its calls were not "
+              "issued, estimatedTime is NCCL_UNDEF_FLOAT; call ncclGroupEnd "
+              "to run them",
+              fn);
 }

@@ -188,12 +188,14 @@ static inline int ex_read_all(int fd, void *buf, size_t n) {
   return 0;
 }
 
-static inline void ex_share_id(ncclUniqueId *id, int rank, int size) {
+/* Rank 0 makes nid unique ids and hands all of them to every other rank. */
+static inline void ex_share_ids(ncclUniqueId *id, int nid, int rank, int size) {
   struct sockaddr_un sa;
   long deadline = ex_now_ms() + EX_ID_TIMEOUT_MS;
   int fd, i;
   if (rank == 0)
-    NCCLCHECK(ncclGetUniqueId(id));
+    for (i = 0; i < nid; i++)
+      NCCLCHECK(ncclGetUniqueId(&id[i]));
   if (size <= 1)
     return;
   ex_sock_path(&sa);
@@ -227,7 +229,7 @@ static inline void ex_share_id(ncclUniqueId *id, int rank, int size) {
       }
       if (c < 0)
         ex_die("accept");
-      if (ex_write_all(c, id, sizeof(*id)) != 0)
+      if (ex_write_all(c, id, (size_t)nid * sizeof(*id)) != 0)
         ex_die("write id");
       close(c);
     }
@@ -251,9 +253,13 @@ static inline void ex_share_id(ncclUniqueId *id, int rank, int size) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
       ;
   }
-  if (ex_read_all(fd, id, sizeof(*id)) != 0)
+  if (ex_read_all(fd, id, (size_t)nid * sizeof(*id)) != 0)
     ex_die("read id");
   close(fd);
+}
+
+static inline void ex_share_id(ncclUniqueId *id, int rank, int size) {
+  ex_share_ids(id, 1, rank, size);
 }
 
 /* Select a device for this process, or exit 77 (skip) when none exists. */

@@ -16,14 +16,13 @@ with a sharc.SharcError naming the rank; nothing hangs past SHARC_TIMEOUT.
 
 Tensors: contiguous CPU tensors of float32, float64, float16, bfloat16,
 int8, uint8, int32, int64 (and uint32/uint64 where torch has them).
-Not yet: premul_sum reductions (NotImplementedError), gather/scatter to a
-root through torch (sharc has them; not mapped yet), CUDA tensors.
+Reductions: sum, product, min, max, avg, and premul_sum (a sum of copies
+scaled by the factor, floating types). Not yet: CUDA tensors.
 """
 
 import ctypes
 import queue
 import threading
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -60,8 +59,17 @@ def _op(opts):
         if op == k:
             return v
     raise NotImplementedError(
-        f"sharc backend: reduction {op} is not supported (sum, product, min, "
-        f"max and avg are; premul_sum is not yet)")
+        f"sharc backend: reduction {getattr(op, 'op', op)} is not supported "
+        f"(sum, product, min, max, avg and premul_sum are)")
+
+
+def _premul(opts):
+    """The factor of a premul_sum reduction (a float or a 1-element
+    tensor), None for any other."""
+    op = opts.reduceOp if opts is not None else None
+    if op is None or op != dist.ReduceOp.PREMUL_SUM:
+        return None
+    return op.factor
 
 
 def _check_tensor(t, what):
@@ -222,16 +230,41 @@ class ProcessGroupSharc(dist.ProcessGroup):
             self._blocking = False
         check(st, self._comm, what)
 
+    def _reduce_input(self, opts, t, what):
+        """(sharc op, the tensor to send) for a reduction of t. premul_sum
+        sends a copy of t scaled by the factor (t itself is left alone) and
+        sums it. The copy is made on the calling thread, so it first waits
+        for the calls enqueued before it: one of them may still write t."""
+        factor = _premul(opts)
+        if factor is None:
+            return (_op(opts) if opts is not None else 0), t
+        if not t.is_floating_point():
+            raise TypeError(f"sharc backend: {what}: premul_sum scales by a "
+                            f"float; {t.dtype} is not a floating type")
+        if isinstance(factor, torch.Tensor):
+            if factor.numel() != 1:
+                raise ValueError(
+                    f"sharc backend: {what}: premul_sum factor holds "
+                    f"{factor.numel()} elements, want 1")
+            factor = factor.to(device=t.device, dtype=t.dtype).reshape(())
+        st = lib.sharc_stream_synchronize(self._stream)
+        if st != OK:
+            self._blocking = False
+        check(st, self._comm, what)
+        return 0, torch.mul(t, factor)
+
     # ---- collectives ----
 
     def allreduce(self, tensors, opts=None):
         self._mode(opts)
-        op = _op(opts) if opts is not None else 0
+        keep = [tensors]
         for i, t in enumerate(tensors):
             _check_tensor(t, f"allreduce tensor {i}")
-            self._call(lib.sharc_all_reduce, "allreduce", t.data_ptr(),
+            op, src = self._reduce_input(opts, t, "allreduce")
+            keep.append(src)
+            self._call(lib.sharc_all_reduce, "allreduce", src.data_ptr(),
                        t.data_ptr(), t.numel(), _dtype(t), op)
-        return self._done(tensors, tensors, "allreduce")
+        return self._done(tensors, keep, "allreduce")
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
@@ -287,11 +320,11 @@ class ProcessGroupSharc(dist.ProcessGroup):
             raise ValueError(
                 f"sharc backend: reduce_scatter input holds {input.numel()} "
                 f"elements, want {output.numel()} x {self.size()} ranks")
-        op = _op(opts) if opts is not None else 0
+        op, src = self._reduce_input(opts, input, "reduce_scatter")
         self._call(lib.sharc_reduce_scatter, "reduce_scatter",
-                   input.data_ptr(), output.data_ptr(), output.numel(),
+                   src.data_ptr(), output.data_ptr(), output.numel(),
                    _dtype(output), op)
-        return self._done([output], [output, input], "reduce_scatter")
+        return self._done([output], [output, input, src], "reduce_scatter")
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         keep = []
@@ -309,12 +342,14 @@ class ProcessGroupSharc(dist.ProcessGroup):
 
     def reduce(self, tensors, opts):
         self._mode(opts)
-        op = _op(opts)
+        keep = [tensors]
         for i, t in enumerate(tensors):
             _check_tensor(t, f"reduce tensor {i}")
-            self._call(lib.sharc_reduce, "reduce", t.data_ptr(),
+            op, src = self._reduce_input(opts, t, "reduce")
+            keep.append(src)
+            self._call(lib.sharc_reduce, "reduce", src.data_ptr(),
                        t.data_ptr(), t.numel(), _dtype(t), op, opts.rootRank)
-        return self._done(tensors, tensors, "reduce")
+        return self._done(tensors, keep, "reduce")
 
     def barrier(self, opts=None):
         self._mode(None)
@@ -434,6 +469,53 @@ class ProcessGroupSharc(dist.ProcessGroup):
                    output.data_ptr() if root else None, input.numel(),
                    _dtype(input), opts.rootRank)
         return self._done([output], [output, input], "gather")
+
+    def gather(self, output_lists, inputs, opts):
+        """dist.gather: root's list gets one tensor per rank. Gathers into
+        one flat tensor (sharc_gather), then root copies it into the list."""
+        if len(inputs) != 1:
+            raise ValueError(f"sharc backend: gather takes one input tensor "
+                             f"per rank, got {len(inputs)}")
+        inp = inputs[0].contiguous()
+        root = self.rank() == opts.rootRank
+        if not root:
+            return self.gather_single(inp.new_empty(0), inp, opts)
+        outs = output_lists[0]
+        if len(outs) != self.size() or any(
+                o.numel() != inp.numel() for o in outs):
+            raise ValueError(
+                f"sharc backend: gather on root wants {self.size()} output "
+                f"tensors of {inp.numel()} elements, got "
+                f"{[o.numel() for o in outs]}")
+        flat = torch.empty(inp.numel() * self.size(), dtype=inp.dtype)
+        self.gather_single(flat, inp, opts).wait()
+        for r, o in enumerate(outs):
+            o.copy_(flat[r * inp.numel():(r + 1) * inp.numel()].view_as(o))
+        return _completed(output_lists)
+
+    def scatter(self, outputs, input_lists, opts):
+        """dist.scatter: rank r's output gets root's r-th tensor. Root sends
+        one flat copy of its list (sharc_scatter)."""
+        self._mode(opts)
+        if len(outputs) != 1:
+            raise ValueError(f"sharc backend: scatter takes one output "
+                             f"tensor per rank, got {len(outputs)}")
+        out = outputs[0]
+        _check_tensor(out, "scatter output")
+        flat = None
+        if self.rank() == opts.rootRank:
+            ins = input_lists[0]
+            if len(ins) != self.size() or any(
+                    t.numel() != out.numel() for t in ins):
+                raise ValueError(
+                    f"sharc backend: scatter on root wants {self.size()} "
+                    f"input tensors of {out.numel()} elements, got "
+                    f"{[t.numel() for t in ins]}")
+            flat = torch.cat([t.reshape(-1) for t in ins])
+        self._call(lib.sharc_scatter, "scatter",
+                   flat.data_ptr() if flat is not None else None,
+                   out.data_ptr(), out.numel(), _dtype(out), opts.rootRank)
+        return self._done(outputs, [outputs, flat], "scatter")
 
     def shutdown(self):
         if getattr(self, "_comm", None):

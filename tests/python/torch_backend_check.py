@@ -1,6 +1,7 @@
 """The PyTorch backend (python/sharc/torch.py) against gloo, in the same
 processes: every call x dtype x reduction, in place and not, synchronous and
-async_op, on the world group and on new_group sub-groups; then FSDP2
+async_op, on the world group and on new_group sub-groups (scatter and gather
+to a root; premul_sum against gloo's sum of scaled copies); then FSDP2
 (fully_shard) trains a small model on both backends from the same start and
 the losses must agree within the noise of regrouping the sums.
 
@@ -95,6 +96,24 @@ def collectives(sg, gg, tag):
             dist.all_to_all_single(a2a_s, big, group=sg)
             dist.all_to_all_single(a2a_g, big, group=gg)
             check(same(a2a_s, a2a_g), f"{tag} all_to_all {dt} {count}")
+            for root in {0, n - 1}:
+                groot = dist.get_global_rank(sg, root)
+                src = [big[i * count:(i + 1) * count] for i in range(n)] \
+                    if r == root else None
+                sc_s = torch.empty(count, dtype=dt)
+                sc_g = torch.empty(count, dtype=dt)
+                dist.scatter(sc_s, src, groot, group=sg)
+                dist.scatter(sc_g, src, groot, group=gg)
+                check(same(sc_s, sc_g), f"{tag} scatter {dt} {count} "
+                      f"root {root}")
+                lst_s = [torch.empty(count, dtype=dt) for _ in range(n)] \
+                    if r == root else None
+                dist.gather(x, lst_s, groot, group=sg)
+                if r == root:
+                    check(same(torch.cat(lst_s), out_g),
+                          f"{tag} gather {dt} {count} root {root}")
+            if dt.is_floating_point:
+                premul(sg, gg, tag, x, big, count)
     # uneven all_to_all (MoE): rank r sends (r + p) % 3 + 1 rows to p
     ins = [(r + p) % 3 + 1 for p in range(n)]
     outs = [(p + r) % 3 + 1 for p in range(n)]
@@ -115,6 +134,34 @@ def collectives(sg, gg, tag):
         for w in dist.batch_isend_irecv(ops):
             w.wait()
         check(got[0].item() == (r - 1) % n, f"{tag} send/recv ring")
+
+
+def premul(sg, gg, tag, x, big, count):
+    """premul_sum (a sum of copies scaled by the factor) against gloo's sum
+    of the scaled copies, computed here: gloo has no premul_sum. A float
+    factor and a 1-element tensor factor; 0.5 keeps the sums exact."""
+    n, dt = dist.get_world_size(sg), x.dtype
+    for factor in (0.5, torch.tensor([0.5], dtype=dt)):
+        kind = type(factor).__name__
+        op = dist._make_nccl_premul_sum(factor)
+        a, b = x.clone(), x * 0.5
+        w = dist.all_reduce(a, op=op, group=sg, async_op=True)
+        dist.all_reduce(b, group=gg)
+        w.wait()
+        check(same(a, b), f"{tag} all_reduce premul_sum {kind} {dt} {count}")
+        keep = big.clone()
+        rs_s = torch.empty(count, dtype=dt)
+        rs_g = torch.empty(count, dtype=dt)
+        dist.reduce_scatter_tensor(rs_s, big, op=op, group=sg)
+        dist.reduce_scatter_tensor(rs_g, big * 0.5, group=gg)
+        check(same(rs_s, rs_g) and same(big, keep),
+              f"{tag} reduce_scatter premul_sum {kind} {dt} {count}")
+        root = dist.get_global_rank(sg, n - 1)
+        a, b = x.clone(), x * 0.5
+        dist.reduce(a, root, op=op, group=sg)
+        dist.reduce(b, root, group=gg)
+        if dist.get_rank() == root:
+            check(same(a, b), f"{tag} reduce premul_sum {kind} {dt} {count}")
 
 
 def fsdp2(backend_group, seed=0):

@@ -291,9 +291,13 @@ sharc_status_t sharc_group_end(void) {
     size_t l = 0;
     while (l < nl && lanes[l].comm != items[i].comm)
       l++;
-    if (l == nl) {
-      lanes[nl++] = (lane_t){
-          .comm = items[i].comm, .items = items, .nitems = n, .st = SHARC_OK};
+    if (l == nl) { /* msg is written only with a failure */
+      lane_t *nlane = &lanes[nl++];
+      nlane->comm = items[i].comm;
+      nlane->items = items;
+      nlane->nitems = n;
+      nlane->blocking = nlane->threaded = 0;
+      nlane->st = SHARC_OK;
     }
     /* Blocking: a call with no stream, or one on a CUDA-bound stream,
      * whose enqueue may wait for the peers (a device path's one-time

@@ -96,16 +96,17 @@ sharc_status_t group_rec_close(int *outer, group_item_t **items, size_t *n) {
   g->lent_cap = g->cap;
   g->items = NULL;
   g->cap = 0;
-  items_own(NULL);
+  /* the key keeps pointing at the lent record: it comes back to this
+   * thread (group_rec_recycle) unless a new record replaced it meanwhile,
+   * which group_push gave to the key */
   return SHARC_OK;
 }
 
 void group_rec_recycle(group_item_t *items) {
   group_t *g = &group_tl;
   if (items && !g->items) { /* no group recorded meanwhile: reuse it */
-    g->items = items;
+    g->items = items;       /* still the key's */
     g->cap = g->lent_cap;
-    items_own(items);
   } else {
     free(items);
   }

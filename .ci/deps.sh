@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sharc needs, only those missing (idempotent).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config iproute2 clang-format git python3 coreutils
+pkgs=(build-essential cmake pkg-config iproute2 clang-format git python3 python3-venv coreutils
       libopenmpi-dev openmpi-bin libhwloc-dev libibverbs-dev graphviz libopenblas-dev zlib1g-dev dataset-fashion-mnist
       clang libclang-rt-14-dev # clang + libFuzzer: tests/fuzz/run_fuzz.sh
       mpich libmpich-dev) # second MPI peer of sharc-bench; Open MPI stays the default

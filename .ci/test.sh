@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: install what is missing, build (plain and with
+# The whole test suite: install what is missing (torch from PyPI into a venv
+# too: .ci/torch_venv.sh), build (plain and with
 # AddressSanitizer + UndefinedBehaviorSanitizer), run every CTest test in both,
 # then build with ThreadSanitizer and run the tests whose ranks run several
 # threads (tsan_tests below), then with AddressSanitizer on softcuda and run
@@ -10,6 +11,22 @@ bash .ci/deps.sh
 jobs=$(nproc)
 status=0
 total_pass=0 total_fail=0 total_skip=0
+# The PyTorch backend's tests (tests/python, plain build only) need a Python
+# with torch: .ci/torch_venv.sh installs it from PyPI into a venv it reuses
+# afterwards (2.4 GB to download: 1 min on the development VM from an empty
+# cache), in the background while the format check and the fuzzers run.
+# SHARC_TORCH=0 skips the install (the torch tests then skip); a
+# SHARC_TORCH_PYTHON already set is used as it is.
+torch_py=${SHARC_TORCH_PYTHON:-}
+torch_pid=
+torch_log=build-test-torch/torch_venv.log
+if [ "${SHARC_TORCH:-1}" = 0 ]; then
+  echo "=== torch: SHARC_TORCH=0: not installed; the torch tests will skip ==="
+elif [ -z "${SHARC_TORCH_PYTHON:-}" ]; then
+  mkdir -p build-test-torch
+  bash .ci/torch_venv.sh >build-test-torch/python 2>"$torch_log" &
+  torch_pid=$!
+fi
 echo "=== format (.clang-format, docs/style.md, convention 12) ==="
 if git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format --dry-run -Werror; then
   echo "format: clean"
@@ -90,6 +107,11 @@ for variant in plain asan tsan softcuda; do
   [ "$variant" = softcuda ] && flags+=(-DSHARC_SANITIZE=ON -DSHARC_SOFTCUDA=ON)
   cmake -S . -B "$dir" "${flags[@]}" >/dev/null
   cmake --build "$dir" -j"$jobs"
+  if [ "$variant" = plain ] && [ -n "$torch_pid" ]; then
+    echo "=== torch venv (.ci/torch_venv.sh, log $torch_log) ==="
+    wait "$torch_pid" && torch_py=$(cat build-test-torch/python)
+    cat "$torch_log"
+  fi
   echo "=== ctest ($variant) ==="
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -97,7 +119,7 @@ for variant in plain asan tsan softcuda; do
   select=()
   [ "$variant" = tsan ] && select=(-R "$tsan_tests" -E "$tsan_skip")
   [ "$variant" = softcuda ] && select=(-R "$softcuda_tests")
-  run_ctest "$dir/ctest.log" "${select[@]}"
+  SHARC_TORCH_PYTHON=$torch_py run_ctest "$dir/ctest.log" "${select[@]}"
   if [ "$variant" = softcuda ]; then
     for seed in $softcuda_seeds; do
       echo "=== ctest (softcuda, SOFTCUDA_JITTER=$seed) ==="
@@ -133,6 +155,6 @@ if [ -f "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/cuda_runtime_api.h" ]; the
   fi
   echo "=== device_run.sh took $((SECONDS - start)) s ==="
 fi
-echo "ci: plain and asan builds, every test of each (plain: models and shard again under each other OpenBLAS kernel this CPU runs); tsan build, the threaded subset; asan + softcuda build, the gpu tests, again under two SOFTCUDA_JITTER seeds; tests/gpu/device_run.sh end to end on softcuda (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
+echo "ci: plain and asan builds, every test of each (plain: the PyTorch backend's tests on PyPI's torch, .ci/torch_venv.sh; models and shard again under each other OpenBLAS kernel this CPU runs); tsan build, the threaded subset; asan + softcuda build, the gpu tests, again under two SOFTCUDA_JITTER seeds; tests/gpu/device_run.sh end to end on softcuda (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status

@@ -24,24 +24,47 @@
 #include "stream.h"
 
 uint64_t coll_ticket(struct sharc_comm *comm) {
+  return atomic_fetch_add(&comm->next_ticket, 1);
+}
+
+/* Sleeps until ready(comm, arg). A waiter counts itself in order_waiters
+ * before it reads the turn, and the passer reads order_waiters after it
+ * advanced the turn (both sequentially consistent): one of them sees the
+ * other's write, so either the waiter sees its turn or the passer
+ * broadcasts, under the lock the waiter holds until it sleeps. */
+static void wait_until(struct sharc_comm *comm,
+                       int (*ready)(struct sharc_comm *, uint64_t),
+                       uint64_t arg) {
+  if (ready(comm, arg))
+    return;
   pthread_mutex_lock(&comm->order_lock);
-  uint64_t t = comm->next_ticket++;
+  atomic_fetch_add(&comm->order_waiters, 1);
+  while (!ready(comm, arg))
+    pthread_cond_wait(&comm->order_cond, &comm->order_lock);
+  atomic_fetch_sub(&comm->order_waiters, 1);
   pthread_mutex_unlock(&comm->order_lock);
-  return t;
+}
+
+static int is_turn(struct sharc_comm *comm, uint64_t ticket) {
+  return atomic_load(&comm->serving) == ticket;
+}
+
+static int drained(struct sharc_comm *comm, uint64_t unused) {
+  (void)unused;
+  return atomic_load(&comm->serving) == atomic_load(&comm->next_ticket);
 }
 
 static void wait_turn(struct sharc_comm *comm, uint64_t ticket) {
-  pthread_mutex_lock(&comm->order_lock);
-  while (comm->serving != ticket)
-    pthread_cond_wait(&comm->order_cond, &comm->order_lock);
-  pthread_mutex_unlock(&comm->order_lock);
+  wait_until(comm, is_turn, ticket);
 }
 
 static void pass_turn(struct sharc_comm *comm) {
-  pthread_mutex_lock(&comm->order_lock);
-  comm->serving++;
-  pthread_cond_broadcast(&comm->order_cond);
-  pthread_mutex_unlock(&comm->order_lock);
+  atomic_fetch_add(&comm->serving, 1);
+  if (atomic_load(&comm->order_waiters) > 0) {
+    pthread_mutex_lock(&comm->order_lock);
+    pthread_cond_broadcast(&comm->order_cond);
+    pthread_mutex_unlock(&comm->order_lock);
+  }
 }
 
 void coll_skip(coll_call_t *call) {
@@ -51,12 +74,7 @@ void coll_skip(coll_call_t *call) {
   call->p2p = NULL;
 }
 
-void coll_drain(struct sharc_comm *comm) {
-  pthread_mutex_lock(&comm->order_lock);
-  while (comm->serving != comm->next_ticket)
-    pthread_cond_wait(&comm->order_cond, &comm->order_lock);
-  pthread_mutex_unlock(&comm->order_lock);
-}
+void coll_drain(struct sharc_comm *comm) { wait_until(comm, drained, 0); }
 
 static sharc_status_t ensure_tmp(struct sharc_comm *comm, size_t bytes) {
   if (bytes <= comm->tmp_bytes)

@@ -101,10 +101,14 @@ struct sharc_comm {
   pthread_mutex_t err_lock;
   char last_error[512];
 
-  /* ordering of collectives enqueued from several streams */
+  /* ordering of collectives enqueued from several streams: tickets and
+   * the ticket being served are atomics (a lone caller takes its turn and
+   * passes it without a lock); a thread that must wait for its turn counts
+   * itself in order_waiters and sleeps on order_cond under order_lock */
   pthread_mutex_t order_lock;
   pthread_cond_t order_cond;
-  uint64_t next_ticket, serving;
+  _Atomic uint64_t next_ticket, serving;
+  _Atomic int order_waiters;
   /* collectives executed: written by the thread whose turn it is, read by
    * the recorder's printers (other threads) */
   _Atomic uint64_t seq;
@@ -119,7 +123,8 @@ struct sharc_comm {
   size_t tmp_bytes;
 
   /* schedules of recent call shapes (coll.c); used only by the thread
-   * whose turn it is, so the order_lock handoff orders its accesses */
+   * whose turn it is, so the turn's handoff (serving, sequentially
+   * consistent) orders its accesses */
   sched_cache_t sched_cache;
 };
 

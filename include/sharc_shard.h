@@ -234,12 +234,24 @@ typedef struct {
   double loss;      /* mean loss over the global batch */
   double stat;      /* second statistic summed over the global batch */
   double grad_norm; /* global gradient norm before clipping */
-  double t_step;    /* seconds, wall */
-  double t_compute; /* seconds in forward/backward/optimizer callbacks */
+  double t_step;    /* seconds, wall (host clock) */
+  double t_compute; /* seconds in forward/backward/optimizer callbacks
+                     * (host clock: in GPU training, the time the callbacks
+                     * took to queue their work) */
   double t_comm;    /* seconds collectives ran on the communication stream */
   double t_exposed; /* seconds compute waited for communication */
   sharc_mem_bytes_t peak; /* this rank's peak in this step, by category */
   sharc_mem_bytes_t now;  /* held between steps */
+  /* How t_comm and t_exposed were measured. 0: the host clock (host
+   * training: stamps on the stream's thread around each collective, and
+   * the caller's waits). 1: CUDA timing events (GPU training): t_comm is
+   * the sum of the collectives' spans on the comm stream (an event before
+   * and one after each); t_exposed the sum of the compute stream's stalls
+   * on communication: at each wait of compute for a collective, the
+   * collective's end minus an event recorded on compute just before the
+   * wait, when positive (docs/gpu.md). A GPU step whose timing events
+   * failed reports host times and 0. */
+  int timing_cuda_events;
 } sharc_step_stats_t;
 
 /* Creates the engine over comm (every rank of comm calls it with the same

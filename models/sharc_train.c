@@ -663,12 +663,15 @@ int main(int argc, char **argv) {
       for (int r = 0; r < world; r++)
         top = peaks[r] > top ? peaks[r] : top;
       printf("step %6ld  loss %.6f  norm %.4f  time %7.1f ms  %s/s %9.0f  "
-             "comm %.1f ms (exposed %.1f)  peak %.2f MiB (max over ranks "
+             "comm %.1f ms (exposed %.1f%s)  peak %.2f MiB (max over ranks "
              "%.2f; sharded state %.2f%s)\n",
              step, s.loss, s.grad_norm, s.t_step * 1e3,
              d.is_gpt ? "tokens" : "samples", d.is_gpt ? sps * d.T : sps,
-             s.t_comm * 1e3, s.t_exposed * 1e3, mib(s.peak.total),
-             mib((size_t)top),
+             s.t_comm * 1e3, s.t_exposed * 1e3,
+             !cuda                  ? ""
+             : s.timing_cuda_events ? ", cuda events"
+                                    : ", host clock",
+             mib(s.peak.total), mib((size_t)top),
              mib(s.now.param_slices + s.now.grad_slices + s.now.optim),
              !cuda          ? ""
              : s.now.device ? ", on the GPU"
@@ -680,10 +683,12 @@ int main(int argc, char **argv) {
           log,
           "{\"step\":%ld,\"loss\":%.9g,\"grad_norm\":%.9g,\"time_s\":%.6f,"
           "\"%s_per_s\":%.1f,\"t_compute\":%.6f,\"t_comm\":%.6f,"
-          "\"t_exposed\":%.6f,\"ranks\":%d,\"strategy\":\"%s\",",
+          "\"t_exposed\":%.6f,\"timing\":\"%s\",\"ranks\":%d,"
+          "\"strategy\":\"%s\",",
           step, s.loss, s.grad_norm, s.t_step, d.is_gpt ? "tokens" : "samples",
           d.is_gpt ? o.batch * d.T / s.t_step : o.batch / s.t_step, s.t_compute,
-          s.t_comm, s.t_exposed, world, sharc_strategy_name(o.cfg.strategy));
+          s.t_comm, s.t_exposed, s.timing_cuda_events ? "cuda events" : "host",
+          world, sharc_strategy_name(o.cfg.strategy));
       json_mem(log, "peak", &s.peak);
       fprintf(log, ",");
       json_mem(log, "now", &s.now);

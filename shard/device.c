@@ -92,6 +92,10 @@ void dev_teardown(devctx_t *d) {
     cache_release(d);
   if (d->compute)
     cudaStreamSynchronize(CS(d));
+  for (int i = 0; i < d->tm.cap; i++)
+    cudaEventDestroy((cudaEvent_t)d->tm.ev[i]);
+  free(d->tm.ev);
+  free(d->tm.span);
   if (d->partials)
     cudaFree(d->partials);
   if (d->grads_ev)
@@ -242,6 +246,103 @@ sharc_status_t dev_query(devctx_t *d, void *ev, int wait, int *done) {
   return check(d, err, "a gradient reduction");
 }
 
+/* ---- stream timing ------------------------------------------------------
+ * A step records a few events per collective; the pool keeps them for the
+ * next step, so after the first nothing is created. */
+
+/* The pool's next event, created (timing: the default flags) when the pool
+ * is short; -1 when that fails. */
+static int time_take(devtime_t *t) {
+  if (t->nev == t->cap) {
+    int cap = t->cap ? 2 * t->cap : 64;
+    void **ev = realloc(t->ev, (size_t)cap * sizeof *ev);
+    if (!ev)
+      return -1;
+    t->ev = ev;
+    for (; t->cap < cap; t->cap++)
+      if (cudaEventCreate((cudaEvent_t *)&t->ev[t->cap]) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+      }
+  }
+  return t->nev++;
+}
+
+void dev_time_begin(devctx_t *d) {
+  d->tm.nev = d->tm.nspan = 0;
+  d->tm.on = 1;
+  d->tm.broken = 0;
+}
+
+int dev_time_mark(devctx_t *d, int on_comm) {
+  devtime_t *t = &d->tm;
+  if (!t->on || t->broken)
+    return -1;
+  int i = time_take(t);
+  if (i >= 0 && cudaEventRecord((cudaEvent_t)t->ev[i],
+                                on_comm ? MS(d) : CS(d)) == cudaSuccess)
+    return i;
+  (void)cudaGetLastError();
+  t->broken = 1; /* this step reports host times instead */
+  return -1;
+}
+
+void dev_time_span(devctx_t *d, int a, int b, int wait) {
+  devtime_t *t = &d->tm;
+  if (a < 0 || b < 0 || t->broken)
+    return;
+  if (t->nspan == t->spancap) {
+    int cap = t->spancap ? 2 * t->spancap : 64;
+    devspan_t *sp = realloc(t->span, (size_t)cap * sizeof *sp);
+    if (!sp) {
+      t->broken = 1;
+      return;
+    }
+    t->span = sp;
+    t->spancap = cap;
+  }
+  t->span[t->nspan++] = (devspan_t){a, b, wait};
+}
+
+/* *sec = t(b) - t(a); 0 when an event cannot be timed. Both are complete
+ * after the step's synchronize; waiting for them first is only a guard
+ * against cudaErrorNotReady. */
+static int span_seconds(const devtime_t *t, const devspan_t *sp, double *sec) {
+  cudaEvent_t a = (cudaEvent_t)t->ev[sp->a], b = (cudaEvent_t)t->ev[sp->b];
+  float ms = 0;
+  cudaError_t err = cudaEventSynchronize(a);
+  if (err == cudaSuccess)
+    err = cudaEventSynchronize(b);
+  if (err == cudaSuccess)
+    err = cudaEventElapsedTime(&ms, a, b);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  *sec = 1e-3 * (double)ms;
+  return 1;
+}
+
+int dev_time_read(devctx_t *d, double *comm_s, double *exposed_s) {
+  devtime_t *t = &d->tm;
+  int ok = t->on && !t->broken;
+  double comm = 0, exposed = 0;
+  for (int k = 0; ok && k < t->nspan; k++) {
+    double dt = 0;
+    ok = span_seconds(t, &t->span[k], &dt);
+    if (!t->span[k].wait)
+      comm += dt; /* one stream: its spans never overlap */
+    else if (dt > 0)
+      exposed += dt; /* else comm was done before compute got there */
+  }
+  t->on = 0;
+  if (ok) {
+    *comm_s = comm;
+    *exposed_s = exposed;
+  }
+  return ok;
+}
+
 #else /* no CUDA: sharc_shard_create refuses SHARC_DEVICE_CUDA first */
 
 static sharc_status_t no_cuda(devctx_t *d) {
@@ -289,5 +390,17 @@ sharc_status_t dev_query(devctx_t *d, void *ev, int wait, int *done) {
   (void)ev, (void)wait;
   *done = 1;
   return no_cuda(d);
+}
+void dev_time_begin(devctx_t *d) { (void)d; }
+int dev_time_mark(devctx_t *d, int on_comm) {
+  (void)d, (void)on_comm;
+  return -1;
+}
+void dev_time_span(devctx_t *d, int a, int b, int wait) {
+  (void)d, (void)a, (void)b, (void)wait;
+}
+int dev_time_read(devctx_t *d, double *comm_s, double *exposed_s) {
+  (void)d, (void)comm_s, (void)exposed_s;
+  return 0;
 }
 #endif

@@ -16,6 +16,25 @@
 
 typedef struct devblk devblk_t; /* a freed block kept for reuse */
 
+/* Two timing events of a step: t(b) - t(a) is a collective's span on comm
+ * (wait 0), or how long compute stalled at a wait (wait 1: a on compute
+ * just before it, b the comm event it waits for; counted when positive). */
+typedef struct {
+  int a, b, wait;
+} devspan_t;
+
+/* A step's timing on the streams: events that record time (never the
+ * ordering events, created with cudaEventDisableTiming), taken from a pool
+ * that grows to the step's need and is reused by every later step. */
+typedef struct {
+  void **ev;       /* cudaEvent_t */
+  int nev, cap;    /* used this step, created */
+  devspan_t *span; /* this step's pairs */
+  int nspan, spancap;
+  int on;     /* between dev_time_begin and dev_time_read */
+  int broken; /* an event or the memory failed: no reading this step */
+} devtime_t;
+
 typedef struct {
   void *compute;      /* cudaStream_t: the model's callbacks, the optimizer */
   void *comm;         /* cudaStream_t: the collectives (the engine's sharc
@@ -26,6 +45,7 @@ typedef struct {
   size_t cached;      /* their bytes */
   size_t cached_peak; /* the most since dev_trim */
   unsigned epoch;     /* dev_trim calls so far */
+  devtime_t tm;       /* the step's timing events */
   char *err;          /* where messages go */
   size_t errlen;
 } devctx_t;
@@ -69,5 +89,21 @@ sharc_status_t dev_wait(devctx_t *d, void *ev, int host);
 sharc_status_t dev_grads_ready(devctx_t *d);
 /* *done: ev has completed (waiting for it if wait). */
 sharc_status_t dev_query(devctx_t *d, void *ev, int wait, int *done);
+
+/* Stream timing of a step (the engine's t_comm and t_exposed in GPU
+ * training). dev_time_begin starts a step's timing (the pool's events are
+ * reused). dev_time_mark records the pool's next event on comm (on_comm)
+ * or compute and returns its index; -1 outside a step or when it failed
+ * (the step then reports host times; training goes on). dev_time_span
+ * keeps a pair of marks (devspan_t; ignored when either is -1).
+ * dev_time_read, after the step's synchronize, waits for the marked events
+ * (complete by then: a guard against cudaErrorNotReady), reads each pair
+ * with cudaEventElapsedTime, sums the spans into *comm_s and the positive
+ * stalls into *exposed_s (seconds) and ends the step's timing: 1 when
+ * measured, 0 when not (no step begun, a failed mark or read). */
+void dev_time_begin(devctx_t *d);
+int dev_time_mark(devctx_t *d, int on_comm);
+void dev_time_span(devctx_t *d, int a, int b, int wait);
+int dev_time_read(devctx_t *d, double *comm_s, double *exposed_s);
 
 #endif /* SHARC_SHARD_DEVICE_H */

@@ -249,11 +249,14 @@ sharc_status_t eng_gather(struct sharc_shard *e, int u) {
     src = U->send_lp;
   }
   sharc_status_t st = eng_coll_begin(e, "all_gather", u);
+  int m0 = dev_time_mark(&e->dv, 1); /* GPU training; else -1 */
   if (st == SHARC_OK)
     st = sharc_all_gather(src, U->gathered, U->lay.slice, e->cfg.param_dtype,
                           e->shard_comm, e->stream);
   if (st == SHARC_OK)
     st = trace_coll_end(&e->tr);
+  U->gather_mark = dev_time_mark(&e->dv, 1); /* where gather_cev will be */
+  dev_time_span(&e->dv, m0, U->gather_mark, 0);
   if (st == SHARC_OK)
     st = e->dev ? dev_record(&e->dv, U->gather_cev)
                 : sharc_event_record(U->gather_ev, e->stream);
@@ -279,7 +282,9 @@ sharc_status_t eng_ready(struct sharc_shard *e, int u) {
       return st;
   }
   double t0 = eng_now();
-  /* GPU training: compute waits for the gather, the host does not */
+  /* GPU training: compute waits for the gather, the host does not; compute
+   * stalls from the mark to the gather's (exposed when positive) */
+  dev_time_span(&e->dv, dev_time_mark(&e->dv, 0), U->gather_mark, 1);
   sharc_status_t st = e->dev ? dev_wait(&e->dv, U->gather_cev, 0)
                              : sharc_event_synchronize(U->gather_ev);
   double t1 = eng_now();
@@ -352,6 +357,8 @@ sharc_status_t eng_reduce(struct sharc_shard *e, int u) {
   sharc_status_t st = e->dev ? dev_grads_ready(&e->dv) : SHARC_OK;
   if (st == SHARC_OK)
     st = eng_coll_begin(e, "reduce_scatter", u);
+  /* after comm's wait for the backward: that wait is not communication */
+  int m0 = dev_time_mark(&e->dv, 1);
   if (st == SHARC_OK)
     st = sharc_reduce_scatter(U->ugrad, U->grad_slice, U->lay.slice, SHARC_F32,
                               SHARC_SUM, e->shard_comm, e->stream);
@@ -365,6 +372,7 @@ sharc_status_t eng_reduce(struct sharc_shard *e, int u) {
     if (st == SHARC_OK)
       st = trace_coll_end(&e->tr);
   }
+  dev_time_span(&e->dv, m0, dev_time_mark(&e->dv, 1), 0);
   if (st == SHARC_OK)
     st = e->dev ? dev_record(&e->dv, U->reduce_cev)
                 : sharc_event_record(U->reduce_ev, e->stream);
@@ -403,8 +411,11 @@ sharc_status_t eng_reap(struct sharc_shard *e, int wait) {
   return first;
 }
 
-/* Waits for the communication stream; the wait counts as exposed. */
+/* Waits for the communication stream; the wait counts as exposed. GPU
+ * training: compute's next work (the optimizer) is queued after this wait,
+ * so compute stalls from where it is now until comm's end. */
 sharc_status_t eng_sync(struct sharc_shard *e) {
+  dev_time_span(&e->dv, dev_time_mark(&e->dv, 0), dev_time_mark(&e->dv, 1), 1);
   double t0 = eng_now();
   sharc_status_t st = sharc_stream_synchronize(e->stream);
   double t1 = eng_now();

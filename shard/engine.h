@@ -46,7 +46,9 @@ typedef struct {
   int reducing; /* ugrad is being reduced; free when reduce_ev ends */
   void *gather_cev, *reduce_cev; /* GPU training: cudaEvent_t behind the
                                   * all-gather and the reduction */
-  int first_stage, last_stage;   /* the stages that use it */
+  int gather_mark; /* GPU training: the timing mark beside gather_cev
+                    * (dev_time_mark), -1 when none */
+  int first_stage, last_stage; /* the stages that use it */
   const float *pptr[SHARC_UNIT_MAX_PARAMS];
   float *gptr[SHARC_UNIT_MAX_PARAMS];
 } eunit_t;
@@ -77,7 +79,8 @@ struct sharc_shard {
   double lr;
   /* memory by category: now, and the categories when the total peaked */
   size_t mem_now[MEM_NCAT], mem_at_peak[MEM_NCAT], total_now, total_peak;
-  /* step timing */
+  /* step timing (host clock; GPU training times comm and exposed with
+   * events on its streams instead: dv.tm) */
   double t_compute, t_exposed;
   trace_t tr;      /* spans of this step and the Chrome trace (trace.h) */
   double t_origin; /* monotonic seconds at creation */

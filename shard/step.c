@@ -242,6 +242,8 @@ static void begin_step(struct sharc_shard *e) {
   memcpy(e->mem_at_peak, e->mem_now, sizeof e->mem_now);
   e->total_peak = e->total_now;
   e->t_compute = e->t_exposed = 0;
+  if (e->dev) /* comm and exposed from events on the streams */
+    dev_time_begin(&e->dv);
 }
 
 sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
@@ -294,6 +296,9 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
   size_t cached_peak = e->dv.cached_peak;
   if (e->dev)
     dev_trim(&e->dv);
+  /* GPU training: the stream times, the host's when they cannot be read */
+  double t_comm = trace_comm_seconds(&e->tr), t_exposed = e->t_exposed;
+  int cuda_timed = e->dev && dev_time_read(&e->dv, &t_comm, &t_exposed);
   if (stats) {
     memset(stats, 0, sizeof *stats);
     stats->loss = sums[0] / micro[0].global_n;
@@ -301,8 +306,9 @@ sharc_status_t sharc_shard_step(sharc_shard_t e, const sharc_batch_t *micro,
     stats->grad_norm = norm;
     stats->t_step = eng_now() - t0;
     stats->t_compute = e->t_compute;
-    stats->t_comm = trace_comm_seconds(&e->tr);
-    stats->t_exposed = e->t_exposed;
+    stats->t_comm = t_comm;
+    stats->t_exposed = t_exposed;
+    stats->timing_cuda_events = cuda_timed;
     eng_mem_report(e, e->mem_at_peak, e->total_peak, cached_peak, &stats->peak);
     eng_mem_report(e, e->mem_now, e->total_now, e->dv.cached, &stats->now);
   }

@@ -40,6 +40,18 @@
 #                           every other (--quick: fewer).
 #                           Skipped (77) without a usable CUDA device: on
 #                           softcuda (ctest's gpu.train.*) they run
+#   device-timing           GPU training's t_comm and t_exposed come from
+#                           CUDA events ("timing": "cuda events" in the
+#                           log), within their bounds on every step (comm
+#                           > 0, 0 <= exposed <= step); without prefetch
+#                           more of the communication is exposed than with
+#                           it (asserted on a second pair of runs only if
+#                           the first disagrees: a ratio, but 2 ranks on 2
+#                           shared cores); a collective delayed 1 s
+#                           (SHARC_FAULT) shows in one step's comm and
+#                           exposed time; host training's timing is
+#                           "host" (timing_check.py). Skipped (77) as
+#                           device-*
 # Every comparison of runs that group their sums differently (more ranks,
 # other strategies, a checkpoint resumed on another rank count) is bounded
 # by the floating-point noise measured on this machine, with the BLAS kernel
@@ -429,6 +441,38 @@ device-gpt)
   # --eval 1: every run's held-out loss is checked against the host's too
   device --model gpt --gpt-size tiny --data "$SRC/tests/shard/corpus.txt" \
     --steps 20 --batch 8 --lr 1e-3 --seed 5 --eval 1
+  ;;
+device-timing)
+  args=(--model cnn --synthetic --steps 8 --batch 16 --seed 3)
+  TCHK="python3 $SRC/tests/shard/timing_check.py"
+  need_cuda "${args[@]}"
+  train host2 2 "${args[@]}" && $TCHK bounds host "$W/host2.jsonl" ||
+    fails=$((fails + 1))
+  for try in 1 2; do
+    train pf1 2 "${args[@]}" --device cuda --prefetch 1 &&
+      train pf2 2 "${args[@]}" --device cuda --prefetch 2 || break
+    $TCHK bounds "cuda events" "$W/pf1.jsonl" "$W/pf2.jsonl" || {
+      fails=$((fails + 1))
+      break
+    }
+    if $TCHK order "$W/pf1.jsonl" "$W/pf2.jsonl"; then
+      break
+    elif [ $try = 2 ]; then
+      echo "FAIL: exposed communication not larger without prefetch, twice"
+      fails=$((fails + 1))
+    fi
+  done
+  # rank 1 sleeps 1 s in one step's collectives (the staged path, where
+  # SHARC_FAULT reaches the bytes): that step's comm and exposed time on
+  # rank 0's streams hold most of it, whatever the machine's speed
+  SHARC_FAULT=delay:1:1000:20M SHARC_CUDA_PATH=staged \
+    train slow 2 "${args[@]}" --device cuda &&
+    $TCHK slow 0.8 0.5 "$W/slow.jsonl" || fails=$((fails + 1))
+  if ! grep -q "exposed [0-9.]*, cuda events)" "$W/pf1.out"; then
+    echo "FAIL: sharc-train's step line does not name the clock:"
+    grep -m2 "step " "$W/pf1.out"
+    fails=$((fails + 1))
+  fi
   ;;
 trace)
   args=(--model gpt --gpt-size tiny --data "$SRC/tests/shard/corpus.txt" --batch 8

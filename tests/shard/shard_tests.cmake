@@ -17,12 +17,12 @@ foreach(check parity-cnn parity-gpt ckpt kill-save memory options hsdp-hosts
   set_tests_properties(shard.${check} PROPERTIES TIMEOUT 900 LABELS shard
                        PROCESSORS 4 SKIP_RETURN_CODE 77)
 endforeach()
-# GPU training against the host (shard_test.sh device-*): named gpu.* so
-# that CI's softcuda pass (and its jittered reruns) runs them, whole even
-# under the sanitizers (about a minute each there); elsewhere without a GPU
-# they skip.
+# GPU training against the host, and its stream timing (shard_test.sh
+# device-*): named gpu.* so that CI's softcuda pass (and its jittered
+# reruns) runs them, whole even under the sanitizers (about a minute each
+# there; timing: 5 short jobs); elsewhere without a GPU they skip.
 if(SHARC_HAVE_CUDA)
-  foreach(m cnn gpt)
+  foreach(m cnn gpt timing)
     add_test(NAME gpu.train.${m}
              COMMAND bash ${SHARC_SHARD_SH} ${PROJECT_BINARY_DIR}
                      ${PROJECT_SOURCE_DIR} device-${m})

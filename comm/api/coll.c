@@ -206,9 +206,9 @@ static sharc_status_t run_p2p(coll_call_t *call) {
                          ->sched
                   : &built;
   }
-  rec_entry_t *rec =
-      rec_start(&comm->rec, (int)SCHED_P2P, (int)SHARC_U8, (int)SHARC_SUM,
-                (int)SCHED_ALGO_DIRECT, -1, call->count);
+  rec_entry_t *rec = rec_start(&comm->rec, (int)SCHED_P2P, (int)SHARC_U8,
+                               (int)SHARC_SUM, (int)SCHED_ALGO_DIRECT,
+                               b->a2av ? REC_ROOT_A2AV : -1, call->count);
   atomic_store(&comm->rec_cur, rec);
   if (comm->cfg.check) /* SHARC_CHECK=1: each pair agrees before data moves */
     st = check_p2p(call);

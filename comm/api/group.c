@@ -23,10 +23,12 @@
 #include "group_rec.h"
 #include "stream.h"
 
-/* Issues the batch of n transfers ops (copied) on comm and stream. */
+/* Issues the batch of n transfers ops (copied) on comm and stream; a2av:
+ * it is one sharc_all_to_allv call. */
 static sharc_status_t issue_batch(struct sharc_comm *comm,
                                   sharc_stream_t stream,
-                                  const call_p2p_op_t *const *ops, size_t n) {
+                                  const call_p2p_op_t *const *ops, size_t n,
+                                  int a2av) {
   call_p2p_t *b = malloc(sizeof *b + n * sizeof b->ops[0]);
   if (!b)
     return comm_error(comm, SHARC_ERR_NO_MEM,
@@ -34,6 +36,7 @@ static sharc_status_t issue_batch(struct sharc_comm *comm,
                       "transfers",
                       n);
   b->n = n;
+  b->a2av = a2av;
   size_t bytes = 0;
   for (size_t i = 0; i < n; i++) {
     b->ops[i] = *ops[i];
@@ -101,7 +104,7 @@ static sharc_status_t p2p_post(int send, const void *buf, size_t count,
     return group_push(&it);
   }
   const call_p2p_op_t *one = &op;
-  return issue_batch(comm, stream, &one, 1);
+  return issue_batch(comm, stream, &one, 1, 0);
 }
 
 sharc_status_t sharc_send(const void *buf, size_t count, sharc_dtype_t dtype,
@@ -199,7 +202,7 @@ sharc_status_t sharc_all_to_allv(const void *sendbuf, const size_t *sendcounts,
   } else if (m) {
     for (size_t i = 0; i < m; i++)
       refs[i] = &ops[i];
-    st = issue_batch(comm, stream, refs, m);
+    st = issue_batch(comm, stream, refs, m, 1);
   }
   free(ops);
   free(refs);
@@ -263,7 +266,7 @@ static void *lane_run(void *arg) {
     for (size_t j = i; j < l->nitems; j++)
       if (it[j].comm == l->comm && it[j].p2p && it[j].stream == it[i].stream)
         ops[n++] = &it[j].op;
-    lane_note(l, issue_batch(l->comm, it[i].stream, ops, n));
+    lane_note(l, issue_batch(l->comm, it[i].stream, ops, n, 0));
   }
   if (ops != ops_s)
     free(ops);

@@ -33,6 +33,8 @@ typedef struct {
  * skipped). */
 typedef struct call_p2p {
   size_t n;
+  int a2av; /* made by sharc_all_to_allv outside a group (the recorder's
+               name for it; REC_ROOT_A2AV) */
   call_p2p_op_t ops[];
 } call_p2p_t;
 

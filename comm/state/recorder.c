@@ -79,12 +79,14 @@ void rec_dump(const recorder_t *r, const char *why) {
     char what[256], root[24] = "";
     if (sched_coll_rooted((sched_coll_t)coll))
       snprintf(root, sizeof root, " root %d", GET(root));
-    snprintf(what, sizeof what, "#%llu %s %s x %zu%s%s%s, %s",
-             (unsigned long long)s, sched_coll_name((sched_coll_t)coll),
-             sharc_dtype_name((sharc_dtype_t)GET(dtype)), GET(count),
-             reduces ? " " : "",
-             reduces ? sharc_op_name((sharc_op_t)GET(op)) : "", root,
-             sched_algo_name((sched_algo_t)GET(algo)));
+    snprintf(
+        what, sizeof what, "#%llu %s %s x %zu%s%s%s, %s", (unsigned long long)s,
+        coll == SCHED_P2P && GET(root) == REC_ROOT_A2AV
+            ? "all_to_allv"
+            : sched_coll_name((sched_coll_t)coll),
+        sharc_dtype_name((sharc_dtype_t)GET(dtype)), GET(count),
+        reduces ? " " : "", reduces ? sharc_op_name((sharc_op_t)GET(op)) : "",
+        root, sched_algo_name((sched_algo_t)GET(algo)));
     if (state == REC_RUNNING) {
       int w = GET(waiting_on);
       char on[128] = "";

@@ -46,6 +46,10 @@ typedef struct {
 /* Says whose recorder r is; the pointers must outlive it. */
 void rec_init(recorder_t *r, uint64_t uid, int rank, int nranks,
               const peer_info_t *peers, const _Atomic uint64_t *seq);
+/* A send/recv batch's (SCHED_P2P) root when sharc_all_to_allv made it:
+ * the dump names it all_to_allv, not send_recv. */
+#define REC_ROOT_A2AV (-2)
+
 /* Starts the entry of collective *r->seq and returns it. */
 rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
                        int root, size_t count);

@@ -68,12 +68,13 @@ enum coll {
   C_ALL_TO_ALL,
   C_GATHER,
   C_SCATTER,
-  C_SEND_RECV, /* all_to_all's data by grouped sharc_send/sharc_recv */
+  C_SEND_RECV,   /* all_to_all's data by grouped sharc_send/sharc_recv */
+  C_ALL_TO_ALLV, /* all_to_all's data by sharc_all_to_allv */
   C_NCOLL
 };
 static const char *const coll_names[C_NCOLL] = {
-    "all_reduce", "all_gather", "reduce_scatter", "reduce",
-    "all_to_all", "gather",     "scatter",        "send_recv"};
+    "all_reduce", "all_gather", "reduce_scatter", "reduce",     "all_to_all",
+    "gather",     "scatter",    "send_recv",      "all_to_allv"};
 
 static enum at at = AT_RUN;
 static int victim;  /* this process fails at `at` */
@@ -121,7 +122,7 @@ EXPORTED int unlink(const char *path) {
 static int usage(void) {
   fprintf(stderr, "usage: sharcrun -n N kill_rank [--coll all_reduce|"
                   "all_gather|reduce_scatter|reduce|all_to_all|gather|scatter|"
-                  "send_recv] "
+                  "send_recv|all_to_allv] "
                   "[--at run|publish|unlink|abort] "
                   "[--mem host|cuda] K [SECONDS [LINGER]]\n"
                   "       kill_rank --probe-cuda\n");
@@ -259,6 +260,19 @@ static int step(enum coll c, const float *in, float *out, size_t per, int n,
       sharc_recv(out + (size_t)p * per, per, SHARC_F32, p, comm, s);
     }
     *st = sharc_group_end();
+  } else if (c == C_ALL_TO_ALLV) {
+    size_t *cnt = malloc(2 * (size_t)n * sizeof *cnt);
+    if (!cnt) {
+      *st = SHARC_ERR_NO_MEM;
+      return 0;
+    }
+    for (int p = 0; p < n; p++) {
+      cnt[p] = per;
+      cnt[n + p] = (size_t)p * per;
+    }
+    *st = sharc_all_to_allv(in, cnt, cnt + n, out, cnt, cnt + n, SHARC_F32,
+                            comm, s);
+    free(cnt);
   } else
     *st = sharc_all_to_all(in, out, per, SHARC_F32, comm, s);
   /* reduce, gather: the root's result */
@@ -276,7 +290,7 @@ static int step(enum coll c, const float *in, float *out, size_t per, int n,
    * scatter: rank r gets the root's block r, r + 1; the reductions: n
    * everywhere. */
   int blocks = c == C_ALL_GATHER || c == C_ALL_TO_ALL || c == C_GATHER ||
-               c == C_SEND_RECV;
+               c == C_SEND_RECV || c == C_ALL_TO_ALLV;
   float first = blocks           ? 1.0f
                 : c == C_SCATTER ? (float)(my_rank + 1)
                                  : (float)n;
@@ -373,7 +387,8 @@ int main(int argc, char **argv) {
       return 2;
     for (size_t j = 0; j < inn; j++)
       fill[j] = coll == C_ALL_GATHER || coll == C_ALL_TO_ALL ||
-                        coll == C_GATHER || coll == C_SEND_RECV
+                        coll == C_GATHER || coll == C_SEND_RECV ||
+                        coll == C_ALL_TO_ALLV
                     ? (float)(rank + 1)
                 : coll == C_SCATTER ? (float)(j / per + 1) /* block b: b + 1 */
                                     : 1.0f;

@@ -9,9 +9,9 @@
 #                                    in turn mid-all_gather, reduce_scatter,
 #                                    all_reduce, reduce (to rank 0),
 #                                    all_to_all, gather (to rank 0) or
-#                                    scatter (from rank 0), or send_recv
+#                                    scatter (from rank 0), send_recv
 #                                    (all-to-all's blocks by grouped sends
-#                                    and receives)
+#                                    and receives) or all_to_allv
 #   mp.kill.setup.shm                rank 0, then 3, dies the instant its
 #                                    segment appears; rank 1 instead of
 #                                    removing its name: survivors remove it
@@ -48,7 +48,7 @@ foreach(tp shm tcp)
     set(kills "0 2 3")
   endif()
   foreach(coll all_gather reduce_scatter all_reduce reduce all_to_all gather
-          scatter send_recv)
+          scatter send_recv all_to_allv)
     sharc_kill_test(mp.kill.matrix.${tp}.${coll} 240 4 ""
       $<TARGET_FILE:kill_rank> ${tp} -n 4 --kill "${kills}" --coll ${coll})
   endforeach()

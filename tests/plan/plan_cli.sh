@@ -1,0 +1,53 @@
+#!/bin/sh
+# plan_cli.sh BUILD - sharc-plan's command line: a good run prints a ranked
+# table and writes JSON; each bad flag exits 2 with a message naming it.
+set -u
+P="$1/plan/sharc-plan"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+if ! "$P" --model gpt:70b --nodes 4 --batch 32 --json "$T/p.json" \
+  >"$T/out" 2>&1 || ! grep -q '^1 ' "$T/out" || ! grep -q '^best:' "$T/out"; then
+  echo "FAIL: a good run printed no ranked table:"
+  cat "$T/out"
+  fail=1
+fi
+if ! python3 -c "import json,sys; d=json.load(open(sys.argv[1])); \
+assert d['configs'] and d['configs'][0]['rank'] == 1" "$T/p.json"; then
+  echo "FAIL: --json wrote no ranked configurations"
+  fail=1
+fi
+# refuse: args... | the text the message must hold
+refuse() {
+  text=$1
+  shift
+  "$P" "$@" >"$T/bad" 2>&1
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "$text" "$T/bad"; then
+    echo "FAIL: sharc-plan $* exited $rc, expected 2 and '$text':"
+    cat "$T/bad"
+    fail=1
+  else
+    echo "ok   sharc-plan $*: $(head -1 "$T/bad")"
+  fi
+}
+refuse "unknown option '--gpus'" --gpus 8
+refuse "model 'llama'" --model llama
+refuse "gpt:70x" --model gpt:70x
+refuse "not divisible" --model gpt:2,100,3,256,16
+refuse "--nodes '0'" --nodes 0
+refuse "--nodes 'x'" --nodes x
+refuse "--link 'intra:3'" --link intra:3
+refuse "--link 'pcie:1,2'" --link pcie:1,2
+refuse "--link 'inter:5,0'" --link inter:5,0
+refuse "--gpu-mem '-1'" --gpu-mem -1
+refuse "--flops needs a value" --flops
+refuse "'fsdp' is not one of" --strategy fsdp
+refuse "'fp8' is not bf16" --dtype fp8
+refuse "--micro 9 exceeds\|micro-batches" --batch 8 --micro 9
+refuse "shard group of 3" --strategy hybrid --shard-group 3
+refuse "--seq is for GPT" --model cnn --seq 128
+refuse "--batch '1.5': give an integer" --batch 1.5
+refuse "--optim 'lamb'" --optim lamb
+[ $fail = 0 ] && echo PASS || echo FAIL
+exit $fail

@@ -195,7 +195,7 @@ static sharc_status_t run_p2p(coll_call_t *call) {
     hit = sched_cache_get(&comm->sched_cache, &key);
   }
   const sched_t *s = hit ? &hit->sched : NULL;
-  if (!s) {
+  if (!s && !call->path) {
     st = sched_p2p_build(ops, b->n, comm->rank, comm->nchan, 262144, &built);
     if (st != SHARC_OK) {
       st = comm_record(comm, st, "sharc_send/sharc_recv: %s", err_last());
@@ -212,7 +212,9 @@ static sharc_status_t run_p2p(coll_call_t *call) {
   atomic_store(&comm->rec_cur, rec);
   if (comm->cfg.check) /* SHARC_CHECK=1: each pair agrees before data moves */
     st = check_p2p(call);
-  if (st == SHARC_OK)
+  if (st == SHARC_OK && call->path) /* a GPU path moves the data itself */
+    st = call->path->run(call, run_host);
+  else if (st == SHARC_OK)
     st = exec_run_at(
         comm, s, bufs, SHARC_U8, SHARC_SUM,
         comm->cfg.check

@@ -3,7 +3,8 @@
 # GPU: nvidia-smi, a fresh build with SHARC_WITH_CUDA=ON, the gpu-labelled
 # CTest tests (which must run there, not skip: test_dev_kernels and the
 # staged device-memory collectives gpu.coll.n2/n3/n4, gpu.coll.tcp.n2,
-# gpu.coll.hostfn.n3, the CUDA IPC path gpu.coll.ipc.n2/n3/n4, the direct
+# gpu.coll.hostfn.n3, the CUDA IPC path gpu.coll.ipc.n2/n3/n4 and its
+# device send/recv gpu.p2p.ipc.trace.n3, the direct
 # path gpu.coll.direct.n2/n3/n4, gpu.loop.direct, gpu.direct.props and the
 # killed-rank gpu.kill.shm/tcp/ipc/direct from tests/mp),
 # unit.test_stream_cuda (must take its

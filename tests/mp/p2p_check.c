@@ -17,7 +17,9 @@
  *                           arguments.
  *                           --quick: the large count for two dtypes only.
  *   p2p_check --mem cuda    the rings and all pairs on device buffers through
- *                           a CUDA-bound stream (exit 77 without a device).
+ *                           a CUDA-bound stream (exit 77 without a device);
+ *                           with SHARC_CUDA_PATH=ipc also a size mismatch
+ *                           and a host buffer, refused on both ranks.
  *   p2p_check --unmatched   (3+ ranks, SHARC_TIMEOUT small) rank 0 sends 64
  *                           MiB to rank 1, which receives from rank 2
  *                           instead, which posts nothing: ranks 0 and 1
@@ -481,9 +483,56 @@ static int run_device_sweep(int quick) {
   return 77;
 }
 #else
+/* One failing send/recv between ranks 0 and 1 on a communicator and a
+ * CUDA-bound stream of its own (both end failed): the status and a piece
+ * of the message each rank must see. */
+static void ipc_refusal(const char *what, sharc_status_t want, void *sbuf,
+                        size_t scount, void *rbuf, size_t rcount,
+                        const char *msg) {
+  sharc_comm_t c = NULL;
+  check_st(sharc_comm_split(world, me <= 1 ? 0 : 1, me, &c), world, "split");
+  if (me <= 1 && c) {
+    cudaStream_t cs = NULL;
+    sharc_stream_t s = NULL;
+    cuda_check(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking),
+               "cudaStreamCreate");
+    check_st(sharc_stream_create_cuda(&s, cs), world, "cuda stream");
+    sharc_status_t st = me == 0 ? sharc_send(sbuf, scount, SHARC_F32, 1, c, s)
+                                : sharc_recv(rbuf, rcount, SHARC_F32, 0, c, s);
+    if (st == SHARC_OK)
+      st = sharc_stream_synchronize(s);
+    const char *m = sharc_comm_last_error(c);
+    printf("rank %d: %s: %s: %s\n", me, what, sharc_status_name(st), m);
+    if (st != want || !strstr(m, msg))
+      fail("status %ld, want %ld", what, st, want);
+    sharc_stream_destroy(s);
+    cudaStreamDestroy(cs);
+  }
+  sharc_comm_destroy(c);
+}
+
+/* SHARC_CUDA_PATH=ipc: what the CUDA IPC path refuses in a send/recv
+ * batch, on both ranks alike: sizes that differ, host memory. */
+static void ipc_refusals(void) {
+  const char *path = getenv("SHARC_CUDA_PATH");
+  if (!path || strcmp(path, "ipc") || nr < 2)
+    return;
+  void *d = NULL;
+  float h[100] = {0};
+  cuda_check(cudaMalloc(&d, 100 * sizeof(float)), "cudaMalloc");
+  ipc_refusal("ipc size mismatch", SHARC_ERR_MISMATCH, d, 100, d, 99,
+              "rank 0's send #0 to rank 1 is 100 x float but rank 1's "
+              "receive #0 from rank 0 is 99 x float");
+  ipc_refusal("ipc host memory", SHARC_ERR_INVALID_ARG, h, 100, d, 100,
+              "rank 0's send #0 to rank 1 is host memory");
+  cudaFree(d);
+}
+
 /* --mem cuda: the rings and all pairs on device buffers, through a
- * CUDA-bound stream (the staged path; its all_to_all reference takes the
- * direct path on one host); device memory on a host stream refused. */
+ * CUDA-bound stream (the staged path, or the ipc path when chosen; the
+ * all_to_all reference takes the chosen path on one host); device memory
+ * on a host stream refused; with SHARC_CUDA_PATH=ipc what that path
+ * refuses. */
 static int run_device_sweep(int quick) {
   int local = 0, ndev = 0;
   sharc_comm_local_rank(world, &local);
@@ -514,6 +563,7 @@ static int run_device_sweep(int quick) {
     fail("device memory on a host stream: status %ld%ld", "device args", st, 0);
   mb_free(&b);
   check_st(sharc_barrier(world, NULL), world, "barrier");
+  ipc_refusals();
   check_st(sharc_stream_destroy(ds), world, "cuda stream destroy");
   check_st(sharc_stream_destroy(hs), world, "host stream destroy");
   cudaStreamDestroy(cs);

@@ -382,8 +382,10 @@ SHARC_API sharc_status_t sharc_barrier(sharc_comm_t comm,
  * send to each other first may wait forever on large messages: post such
  * exchanges inside a group. A rank may send to itself only inside a group
  * that also holds the matching receive from itself. Device buffers go on a
- * stream made by sharc_stream_create_cuda (staged through pinned host
- * memory, whatever SHARC_CUDA_PATH says), as for the collectives.
+ * stream made by sharc_stream_create_cuda, as for the collectives: staged
+ * through pinned host memory, or with SHARC_CUDA_PATH=ipc (ranks of one
+ * host) copied by each receiver straight from its sender's buffer through
+ * CUDA IPC (cudaMalloc memory on both sides).
  *
  * sharc_group_start / sharc_group_end (NCCL's ncclGroupStart/End): calls
  * made between them on this thread are only checked and recorded; group

@@ -12,7 +12,9 @@
  * (shard/step.c) with the engine's own layout code (shard/layout.c), so
  * the sharded state equals what sharc_shard_step reports by construction.
  * Collective times come from sharc's cost model (comm/algo/cost.c), the one
- * the runtime picks algorithms with. docs/plan.md gives the formulas.
+ * the runtime picks algorithms with. docs/plan.md gives the formulas. The
+ * links and compute rates can be fitted to sharc-bench and sharc-train
+ * measurements (the calibration section below).
  *
  * Valid C99, includable from C++. All functions are thread safe on
  * distinct arguments.
@@ -105,6 +107,7 @@ typedef struct {
    * one comm stream), exposed (compute waiting for communication) and the
    * step (compute + exposed). */
   double t_compute, t_comm, t_exposed, t_step;
+  double t_optim;                /* the optimizer's part of t_compute */
   double t_unit_fwd, t_unit_bwd; /* the largest unit's, one micro-batch */
   double samples_per_s, tokens_per_s;
 } sharc_plan_result_t;
@@ -158,6 +161,122 @@ SHARC_API sharc_status_t sharc_plan_search(const sharc_plan_model_t *model,
                                            const sharc_plan_space_t *space,
                                            sharc_plan_result_t **out, int *n,
                                            char *err, size_t errlen);
+
+/* ---- calibration ---------------------------------------------------------
+ *
+ * Fits the cluster's link and compute numbers to measurements taken on
+ * the user's machines, by inverting the same models the predictions use
+ * (docs/plan.md, "Calibration"). Pure logic: the callers read the files
+ * and pass their text.
+ */
+
+/* One measured collective (a sharc-bench -J row). */
+typedef struct {
+  sharc_plan_coll_t coll;
+  int ranks, nodes; /* the communicator: ranks over nodes hosts, equal
+                     * shares, ranks of a host contiguous */
+  size_t bytes;     /* per-rank block (all-gather, reduce-scatter) or the
+                     * vector (all-reduce), as sharc's calls count them */
+  double seconds;   /* measured time of one call */
+  /* Set by sharc_plan_fit_link for the samples of the class it fits: */
+  const char *algo; /* the algorithm the runtime picked (see below) */
+  double predicted; /* seconds, with the fitted link */
+} sharc_plan_sample_t;
+
+/* The cost-model parameters the runtime chose its algorithms with while
+ * the samples were measured: SHARC_ALPHA_US, SHARC_BETA_GBS,
+ * SHARC_NET_ALPHA_US, SHARC_NET_BETA_GBS (its defaults are 4 us, 5 GB/s,
+ * 20 us, 1 GB/s). The fit charges each sample the formula of the
+ * algorithm that actually ran, which these decide, not the true links. */
+typedef struct {
+  double alpha_us, beta_gbs, net_alpha_us, net_beta_gbs;
+} sharc_plan_runtime_t;
+
+/* Fills rt with the runtime's defaults (comm/core/core.h). */
+SHARC_API void sharc_plan_runtime_default(sharc_plan_runtime_t *rt);
+
+typedef struct {
+  double lat_us;   /* fitted latency per message */
+  double gbs;      /* fitted bandwidth, GB/s: per rank within a node; per
+                    * rank's NIC between nodes (the planner's units, so a
+                    * cluster shaped like the one measured predicts it) */
+  int used;        /* samples fitted */
+  int lat_clamped; /* the free fit gave a latency < 0: refitted at 0 */
+  double rms_rel, max_rel; /* residuals (predicted - measured) / measured */
+} sharc_plan_fit_t;
+
+/* Fits one link class by weighted least squares on relative error:
+ * inter = 0 fits the intra-node link (lat, gbs) to the samples with
+ * nodes == 1; inter = 1 fits the inter-node link to the samples with
+ * nodes > 1, holding cl's intra link fixed. For each sample the model is
+ * the cost of the algorithm rt makes the runtime pick, which is linear in
+ * the latency and in 1/bandwidth: t = a * lat + b / gbs (+ the fixed
+ * class's part), so the fit is a 2x2 normal-equation solve, minimizing
+ * sum(((t_pred - t) / t)^2) so small and large sizes count alike. Samples
+ * of the class get algo and predicted. Returns SHARC_ERR_INVALID_ARG with
+ * a message when fewer than two distinct sizes, or a bandwidth <= 0, come
+ * out. Samples of zero bytes or seconds <= 0 are skipped. */
+SHARC_API sharc_status_t sharc_plan_fit_link(sharc_plan_sample_t *s, int n,
+                                             int inter,
+                                             const sharc_plan_cluster_t *cl,
+                                             const sharc_plan_runtime_t *rt,
+                                             sharc_plan_fit_t *out, char *err,
+                                             size_t errlen);
+
+/* Sets algo and predicted of every sample from cl's links (no fitting):
+ * how a calibration predicts another measurement. Returns the rms of the
+ * relative errors in *rms_rel (NULL: not wanted). */
+SHARC_API void sharc_plan_predict_samples(sharc_plan_sample_t *s, int n,
+                                          const sharc_plan_cluster_t *cl,
+                                          const sharc_plan_runtime_t *rt,
+                                          double *rms_rel);
+
+/* Reads the text of a sharc-bench -J file (len bytes, need not end in
+ * '\0'): its all_gather, reduce_scatter and all_reduce rows of backend
+ * sharc with a size > 0 and no wrong values, out-of-place median time.
+ * *out (free with free()) gets *n samples; *nodes the file's hosts.
+ * Returns SHARC_ERR_INVALID_ARG with a message (naming what is missing)
+ * for text that is not such a file or holds no usable row. */
+SHARC_API sharc_status_t sharc_plan_bench_parse(const char *text, size_t len,
+                                                sharc_plan_sample_t **out,
+                                                int *n, char *err,
+                                                size_t errlen);
+
+/* What a sharc-train --log file says of its steps: the medians over the
+ * steps after the first (the first pays for first touches). */
+typedef struct {
+  int steps;                 /* step records read */
+  int ranks;                 /* world size */
+  sharc_strategy_t strategy; /* as logged */
+  int global_batch;          /* samples per step (from the logged rate) */
+  int is_gpt;                /* the rate was tokens/s */
+  double t_step, t_compute, t_comm, t_exposed; /* seconds, medians */
+} sharc_plan_train_log_t;
+
+/* Reads the text of a sharc-train --log file (JSON lines). tokens_per_sample
+ * converts a GPT log's tokens/s into samples (its sequence length; ignored
+ * for samples/s). Returns SHARC_ERR_INVALID_ARG with a message when no
+ * line is a step record. */
+SHARC_API sharc_status_t sharc_plan_train_parse(const char *text, size_t len,
+                                                double tokens_per_sample,
+                                                sharc_plan_train_log_t *out,
+                                                char *err, size_t errlen);
+
+/* Fits the compute rates to a training log of model under cfg on cl (its
+ * world must be the log's ranks; batch the log's): tflops so that the
+ * predicted forward, backward and recomputation equal the measured
+ * t_compute (the engine's time inside the model's callbacks), and hbm_gbs
+ * so that the optimizer's predicted time equals the rest of the measured
+ * step (t_step - t_compute - t_exposed: the optimizer, and every engine
+ * overhead the model does not name, charged to the optimizer's memory
+ * rate). Both come from the prediction being linear in 1/tflops and
+ * 1/hbm_gbs. Returns SHARC_ERR_INVALID_ARG with a message when the log and
+ * the configuration disagree or a rate would be <= 0. */
+SHARC_API sharc_status_t sharc_plan_fit_compute(
+    const sharc_plan_model_t *model, const sharc_plan_cluster_t *cl,
+    const sharc_plan_batch_t *batch, const sharc_shard_config_t *cfg,
+    const sharc_plan_train_log_t *log, double *tflops, double *hbm_gbs,
+    char *err, size_t errlen);
 
 /* ---- built-in models -----------------------------------------------------
  */

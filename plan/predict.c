@@ -515,6 +515,7 @@ sharc_plan_predict(const sharc_plan_model_t *pm, const sharc_plan_cluster_t *cl,
     double opt = (double)slice_total * per / bw;
     s.a.t += opt;
     s.a.t_compute += opt;
+    out->t_optim = opt;
   }
   out->cfg = *cfg;
   out->cfg.prefetch = s.prefetch;

@@ -43,7 +43,17 @@ static void usage(FILE *f) {
       "  --offload LIST      sharded state in host memory 0,1 (default 0)\n"
       "  --optim adamw|sgd   optimizer (default adamw)\n"
       "  --top K             rows to print (default 12; 0: all)\n"
-      "  --json FILE         every configuration as JSON ('-': stdout)\n");
+      "  --json FILE         every configuration as JSON ('-': stdout)\n"
+      "  --calibrate FILE    fit the links to sharc-bench -J FILE (repeat: "
+      "one-host\n"
+      "                      files fit intra, several-host files inter)\n"
+      "  --check FILE        predict a sharc-bench -J FILE's rows with the "
+      "links\n"
+      "                      (after any calibration) and print the errors\n"
+      "  --calibrate-compute FILE  fit --flops and --hbm to a sharc-train "
+      "--log FILE\n"
+      "                      (the run's --model, --dtype, --checkpoint, "
+      "--batch)\n");
 }
 
 static int die(const char *fmt, ...) {
@@ -338,11 +348,13 @@ static int write_json(const char *path, const char *label,
     json_mem(f, &x->mem);
     fprintf(f,
             ",\"bytes_intra\":%.0f,\"bytes_inter\":%.0f,\"t_step\":%.6g,"
-            "\"t_compute\":%.6g,\"t_comm\":%.6g,\"t_exposed\":%.6g,"
+            "\"t_compute\":%.6g,\"t_optim\":%.6g,\"t_comm\":%.6g,"
+            "\"t_exposed\":%.6g,"
             "\"t_unit_fwd\":%.6g,\"t_unit_bwd\":%.6g,\"tokens_per_s\":%.6g,"
             "\"colls\":{",
-            x->bytes_intra, x->bytes_inter, x->t_step, x->t_compute, x->t_comm,
-            x->t_exposed, x->t_unit_fwd, x->t_unit_bwd, x->tokens_per_s);
+            x->bytes_intra, x->bytes_inter, x->t_step, x->t_compute, x->t_optim,
+            x->t_comm, x->t_exposed, x->t_unit_fwd, x->t_unit_bwd,
+            x->tokens_per_s);
     for (int k = 0; k < SHARC_PLAN_NCOLL; k++)
       fprintf(f,
               "%s\"%s\":{\"calls\":%d,\"seconds\":%.6g,\"largest_us\":%.6g,"
@@ -358,6 +370,233 @@ static int write_json(const char *path, const char *label,
   return 0;
 }
 
+/* The whole of path into a malloc'd *text. */
+static int slurp(const char *flag, const char *path, char **text, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return die("%s %s: cannot read: %s", flag, path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap);
+  while (b) {
+    n += fread(b + n, 1, cap - n, f);
+    if (n < cap)
+      break;
+    char *nb = cap < ((size_t)1 << 30) ? realloc(b, cap * 2) : NULL;
+    if (!nb) {
+      free(b);
+      b = NULL;
+      break;
+    }
+    b = nb;
+    cap *= 2;
+  }
+  int rd = ferror(f);
+  fclose(f);
+  if (!b || rd) {
+    const char *why = b ? "read error" : "over 1 GiB or out of memory";
+    free(b);
+    return die("%s %s: cannot read it whole (%s)", flag, path, why);
+  }
+  *text = b;
+  *len = n;
+  return 0;
+}
+
+/* A runtime cost-model parameter as the library reads it (its env var). */
+static double env_param(const char *name, double dflt) {
+  const char *v = getenv(name);
+  char *end;
+  double d = v && *v ? strtod(v, &end) : dflt;
+  return v && *v && !*end && d > 0 ? d : dflt;
+}
+
+/* Where the calibration's lines go: stdout, or stderr when stdout is the
+ * JSON (--json -). */
+static FILE *info;
+
+static const char *coll_name[SHARC_PLAN_NCOLL] = {
+    "all_gather", "reduce_scatter", "all_reduce"};
+
+/* The parameters the runtime picked its algorithms with: its variables,
+ * as the benchmark's environment would have set them. */
+static void runtime_env(sharc_plan_runtime_t *rt) {
+  sharc_plan_runtime_default(rt);
+  rt->alpha_us = env_param("SHARC_ALPHA_US", rt->alpha_us);
+  rt->beta_gbs = env_param("SHARC_BETA_GBS", rt->beta_gbs);
+  rt->net_alpha_us = env_param("SHARC_NET_ALPHA_US", rt->net_alpha_us);
+  rt->net_beta_gbs = env_param("SHARC_NET_BETA_GBS", rt->net_beta_gbs);
+}
+
+/* Every sample of the class (inter: nodes > 1) with its residual. */
+static void print_rows(const sharc_plan_sample_t *s, int n, int inter) {
+  fprintf(info, "#   %-14s %5s %5s %12s %-12s %12s %12s %8s\n", "collective",
+          "ranks", "nodes", "bytes", "algorithm", "measured us", "predicted us",
+          "error");
+  for (int i = 0; i < n; i++)
+    if ((s[i].nodes > 1) == inter && s[i].algo)
+      fprintf(info, "#   %-14s %5d %5d %12zu %-12s %12.2f %12.2f %+7.1f%%\n",
+              coll_name[s[i].coll], s[i].ranks, s[i].nodes, s[i].bytes,
+              s[i].algo, s[i].seconds * 1e6, s[i].predicted * 1e6,
+              100 * (s[i].predicted - s[i].seconds) / s[i].seconds);
+}
+
+/* Fits the links to the sharc-bench files' samples and sets them in cl:
+ * the intra link from one-host files first, then the inter link (with
+ * the intra one fixed) from several-host files. Prints each fit and every
+ * row's residual. */
+static int calibrate_links(sharc_plan_sample_t *s, int n, int nfiles,
+                           sharc_plan_cluster_t *cl) {
+  sharc_plan_runtime_t rt;
+  runtime_env(&rt);
+  int have[2] = {0, 0};
+  for (int i = 0; i < n; i++)
+    have[s[i].nodes > 1]++;
+  char err[512];
+  for (int inter = 0; inter < 2; inter++) {
+    if (!have[inter])
+      continue;
+    sharc_plan_fit_t f;
+    if (sharc_plan_fit_link(s, n, inter, cl, &rt, &f, err, sizeof err) !=
+        SHARC_OK)
+      return die("%s", err);
+    fprintf(info,
+            "# calibration: %s link from %d rows of %d file(s); the runtime "
+            "picked algorithms with %g us, %g GB/s (%g us, %g GB/s between "
+            "hosts)\n",
+            inter ? "inter-node" : "intra-node", f.used, nfiles, rt.alpha_us,
+            rt.beta_gbs, rt.net_alpha_us, rt.net_beta_gbs);
+    fprintf(info,
+            "#   latency %.3f us, bandwidth %.3f GB/s %s%s; residuals "
+            "(predicted - measured) / measured: rms %.1f%%, max %.1f%%\n",
+            f.lat_us, f.gbs, inter ? "per rank's NIC" : "per rank",
+            f.lat_clamped ? " (latency clamped at 0)" : "", 100 * f.rms_rel,
+            100 * f.max_rel);
+    print_rows(s, n, inter);
+    if (inter)
+      cl->inter_lat_us = f.lat_us, cl->inter_gbs = f.gbs;
+    else
+      cl->intra_lat_us = f.lat_us, cl->intra_gbs = f.gbs;
+  }
+  return 0;
+}
+
+/* Reads the sharc-bench files and fits the links to all their rows. */
+static int calibrate_files(const char *const *paths, int npaths,
+                           sharc_plan_cluster_t *cl) {
+  sharc_plan_sample_t *all = NULL;
+  int nall = 0, rc = 0;
+  char err[512];
+  for (int i = 0; i < npaths && !rc; i++) {
+    char *text;
+    size_t len;
+    sharc_plan_sample_t *s1;
+    int n1;
+    if ((rc = slurp("--calibrate", paths[i], &text, &len)))
+      break;
+    sharc_status_t st =
+        sharc_plan_bench_parse(text, len, &s1, &n1, err, sizeof err);
+    free(text);
+    if (st != SHARC_OK) {
+      rc = die("--calibrate %s: %s", paths[i], err);
+      break;
+    }
+    sharc_plan_sample_t *grown =
+        realloc(all, (size_t)(nall + n1) * sizeof *all);
+    if (!grown) {
+      free(s1);
+      rc = die("--calibrate: out of memory");
+      break;
+    }
+    all = grown;
+    memcpy(all + nall, s1, (size_t)n1 * sizeof *s1);
+    nall += n1;
+    free(s1);
+  }
+  if (!rc)
+    rc = calibrate_links(all, nall, npaths, cl);
+  free(all);
+  return rc;
+}
+
+/* Predicts every row of a sharc-bench file with cl's links (after any
+ * calibration) and prints the errors: a calibration against another
+ * measurement. */
+static int check_file(const char *path, const sharc_plan_cluster_t *cl) {
+  char *text, err[512];
+  size_t len;
+  if (slurp("--check", path, &text, &len))
+    return 2;
+  sharc_plan_sample_t *s;
+  int n;
+  sharc_status_t st =
+      sharc_plan_bench_parse(text, len, &s, &n, err, sizeof err);
+  free(text);
+  if (st != SHARC_OK)
+    return die("--check %s: %s", path, err);
+  sharc_plan_runtime_t rt;
+  runtime_env(&rt);
+  double rms;
+  sharc_plan_predict_samples(s, n, cl, &rt, &rms);
+  fprintf(info,
+          "# check: %s predicted with intra %g us %g GB/s, inter %g us %g "
+          "GB/s: rms error %.1f%% over %d rows\n",
+          path, cl->intra_lat_us, cl->intra_gbs, cl->inter_lat_us,
+          cl->inter_gbs, 100 * rms, n);
+  for (int inter = 0; inter < 2; inter++)
+    print_rows(s, n, inter);
+  free(s);
+  return 0;
+}
+
+/* Fits --flops and --hbm to a sharc-train log of pm, configured as the
+ * space's first values (sharc-train's defaults where none is given:
+ * f32, no checkpointing, prefetch 2). */
+static int calibrate_compute(const char *path, const sharc_plan_model_t *pm,
+                             const sharc_plan_space_t *sp, int micro,
+                             int dtype_given, sharc_plan_cluster_t *cl) {
+  char *text, err[512];
+  size_t len;
+  if (slurp("--calibrate-compute", path, &text, &len))
+    return 2;
+  sharc_plan_train_log_t lg;
+  sharc_status_t st = sharc_plan_train_parse(text, len, pm->tokens_per_sample,
+                                             &lg, err, sizeof err);
+  free(text);
+  if (st != SHARC_OK)
+    return die("--calibrate-compute %s: %s", path, err);
+  sharc_shard_config_t cfg;
+  sharc_shard_config_default(&cfg);
+  cfg.strategy = lg.strategy;
+  cfg.param_dtype = dtype_given ? sp->dtypes[0] : SHARC_F32;
+  cfg.checkpoint_activations = sp->nckpt ? sp->ckpt[0] : 0;
+  cfg.prefetch = sp->nprefetch ? sp->prefetch[0] : 2;
+  cfg.shard_group = sp->ngroups ? sp->groups[0] : 0;
+  cfg.optim.kind = sp->optim;
+  sharc_plan_cluster_t c = *cl;
+  if ((long)c.nodes * c.gpus_per_node != lg.ranks)
+    c.nodes = 1, c.gpus_per_node = lg.ranks;
+  sharc_plan_batch_t b = {lg.global_batch, micro};
+  double tf, hbm;
+  if (sharc_plan_fit_compute(pm, &c, &b, &cfg, &lg, &tf, &hbm, err,
+                             sizeof err) != SHARC_OK)
+    return die("--calibrate-compute %s: %s", path, err);
+  fprintf(info,
+          "# calibration: compute from %s: %s, %d ranks, %s, batch %d, %d "
+          "steps (medians after the first): step %.3f ms, compute %.3f ms, "
+          "exposed %.3f ms\n",
+          path, pm->label, lg.ranks, sharc_strategy_name(lg.strategy),
+          lg.global_batch, lg.steps, lg.t_step * 1e3, lg.t_compute * 1e3,
+          lg.t_exposed * 1e3);
+  fprintf(info,
+          "#   sustained %.6g TFLOP/s per rank (the model's FLOPs / measured "
+          "compute), optimizer and the rest of the step at %.4g GB/s "
+          "(exact: two numbers from two times)\n",
+          tf, hbm);
+  cl->tflops = tf;
+  cl->hbm_gbs = hbm;
+  return 0;
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -365,7 +604,9 @@ static double now_s(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *model = "gpt:7b", *json = NULL;
+  const char *model = "gpt:7b", *json = NULL, *ccomp = NULL;
+  const char *calib[16], *check[16];
+  int ncalib = 0, ncheck = 0, dtype_given = 0;
   double seq = 0, batch = 0, micro = 1, top = 12, v = 0;
   sharc_plan_cluster_t cl;
   sharc_plan_cluster_default(&cl);
@@ -392,6 +633,19 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--json")) {
       TAKES;
       json = val;
+    } else if (!strcmp(a, "--calibrate")) {
+      TAKES;
+      if (ncalib == 16)
+        return die("--calibrate: at most 16 files");
+      calib[ncalib++] = val;
+    } else if (!strcmp(a, "--check")) {
+      TAKES;
+      if (ncheck == 16)
+        return die("--check: at most 16 files");
+      check[ncheck++] = val;
+    } else if (!strcmp(a, "--calibrate-compute")) {
+      TAKES;
+      ccomp = val;
     } else if (!strcmp(a, "--seq")) {
       TAKES;
       if (num(a, val, 1, 1 << 16, &seq))
@@ -458,6 +712,7 @@ int main(int argc, char **argv) {
       TAKES;
       if (dtypes(val, &sp))
         return 2;
+      dtype_given = 1;
     } else if (!strcmp(a, "--optim")) {
       TAKES;
       if (!strcmp(val, "adamw"))
@@ -481,6 +736,34 @@ int main(int argc, char **argv) {
   if (sharc_plan_builtin_create(model, (int)seq, &bm, err, sizeof err) != 0)
     return die("%s", err);
   const sharc_plan_model_t *pm = sharc_plan_builtin_model(bm);
+  info = json && !strcmp(json, "-") ? stderr : stdout;
+  if (ncalib) {
+    int rc = calibrate_files(calib, ncalib, &cl);
+    if (rc) {
+      sharc_plan_builtin_destroy(bm);
+      return rc;
+    }
+  }
+  if (ccomp) {
+    int rc = calibrate_compute(ccomp, pm, &sp, (int)micro, dtype_given, &cl);
+    if (rc) {
+      sharc_plan_builtin_destroy(bm);
+      return rc;
+    }
+  }
+  if (ncalib || ccomp)
+    fprintf(info,
+            "# calibrated: --link intra:%.6g,%.6g --link inter:%.6g,%.6g "
+            "--flops %.6g --hbm %.6g\n",
+            cl.intra_lat_us, cl.intra_gbs, cl.inter_lat_us, cl.inter_gbs,
+            cl.tflops, cl.hbm_gbs);
+  for (int i = 0; i < ncheck; i++) {
+    int rc = check_file(check[i], &cl);
+    if (rc) {
+      sharc_plan_builtin_destroy(bm);
+      return rc;
+    }
+  }
   double t0 = now_s();
   sharc_plan_result_t *r;
   int n;

@@ -1,8 +1,11 @@
 #!/bin/sh
-# plan_cli.sh BUILD - sharc-plan's command line: a good run prints a ranked
-# table and writes JSON; each bad flag exits 2 with a message naming it.
+# plan_cli.sh BUILD SRC - sharc-plan's command line: a good run prints a
+# ranked table and writes JSON; a calibration from a committed sharc-bench
+# file prints its fit; each bad flag or file exits 2 with a message naming
+# it.
 set -u
 P="$1/plan/sharc-plan"
+S=${2:-.}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
@@ -17,6 +20,27 @@ assert d['configs'] and d['configs'][0]['rank'] == 1" "$T/p.json"; then
   echo "FAIL: --json wrote no ranked configurations"
   fail=1
 fi
+# calibration from a real sharc-bench file (4 ranks, one host): the fit,
+# every row's residual, and the plan with the fitted link
+if ! "$P" --model cnn --gpus-per-node 4 --strategy full \
+  --calibrate "$S/bench/results/main_host_4ranks.json" >"$T/cal" 2>&1 ||
+  ! grep -q '^# calibration: intra-node link from' "$T/cal" ||
+  ! grep -q '^#   all_gather  *4  *1 ' "$T/cal" ||
+  ! grep -q '^# calibrated: --link intra:' "$T/cal" ||
+  ! grep -q '^best:' "$T/cal"; then
+  echo "FAIL: --calibrate printed no fit or no plan:"
+  cat "$T/cal"
+  fail=1
+fi
+# with --json -, stdout is the JSON alone (the fit goes to stderr)
+if ! "$P" --model cnn --gpus-per-node 4 --strategy full --json - \
+  --calibrate "$S/bench/results/main_host_4ranks.json" 2>/dev/null |
+  python3 -c "import json,sys; json.load(sys.stdin)"; then
+  echo "FAIL: --calibrate with --json - wrote more than JSON on stdout"
+  fail=1
+fi
+echo "not json" >"$T/bad.json"
+printf '{"nranks": 4, "nhosts": 1, "results": []}\n' >"$T/empty.json"
 # refuse: args... | the text the message must hold
 refuse() {
   text=$1
@@ -49,5 +73,12 @@ refuse "shard group of 3" --strategy hybrid --shard-group 3
 refuse "--seq is for GPT" --model cnn --seq 128
 refuse "--batch '1.5': give an integer" --batch 1.5
 refuse "--optim 'lamb'" --optim lamb
+refuse "cannot read" --calibrate "$T/missing.json"
+refuse "not a sharc-bench -J file" --calibrate "$T/bad.json"
+refuse "no all_gather, reduce_scatter or all_reduce row" \
+  --calibrate "$T/empty.json"
+refuse "none of its 1 lines is a step record" --model cnn \
+  --calibrate-compute "$T/empty.json"
+refuse "--calibrate-compute needs a value" --calibrate-compute
 [ $fail = 0 ] && echo PASS || echo FAIL
 exit $fail

@@ -13,6 +13,16 @@ or plainly, as one process (a 1-rank group over a FileStore). Without CUDA
 script, not anyone's speed; --device cuda fails (exit 2) rather than fall
 back to the CPU on a machine whose torch cannot use its GPU.
 
+--backend gloo|sharc picks the CPU backend (and implies the CPU): sharc is
+sharc's torch.distributed backend (python/sharc, `import sharc.torch`),
+which needs SHARC_LIBRARY (or a build*/libsharc.so beside the package) and
+python/ on PYTHONPATH. The same seed gives both backends the same
+parameters and windows, so their losses can be set side by side
+(bench/pytorch_gpt.sh). --layers, --context and --vocab replace the
+preset's L, T and V, for GPT-2's width with a few layers and a short
+context on a CPU (byte tokens need only V 256; GPT-2's 50257 makes the
+tied head and wte most of the work).
+
 What it trains is sharc's network, tensor for tensor: byte tokens, token
 and learned position embeddings wte (V,C) and wpe (T,C), L pre-norm blocks
 (LayerNorm eps 1e-5, a fused qkv Linear (3C,C) with bias, causal multi-head
@@ -87,10 +97,31 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                    help="auto: CUDA when torch sees a GPU; cuda: fail without one")
+    p.add_argument("--backend", choices=["gloo", "sharc"],
+                   help="CPU backend (implies --device cpu); default: nccl on "
+                        "CUDA, else gloo")
+    p.add_argument("--layers", type=int, help="blocks L (default: the preset's)")
+    p.add_argument("--context", type=int, help="context T (default: the preset's)")
+    p.add_argument("--vocab", type=int,
+                   help="vocabulary V, >= 256 (default: the preset's); byte "
+                        "tokens use only the first 256 rows of wte")
     p.add_argument("--json", help="rank 0 writes the results here")
+    p.add_argument("--log-every", type=int, default=0,
+                   help="rank 0 prints its loss every N steps (0: never)")
     a = p.parse_args(argv)
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or not a.lr > 0 or a.wd < 0:
         p.error("--batch and --steps must be >= 1, --warmup >= 0, --lr > 0, --wd >= 0")
+    if (a.layers is not None and a.layers < 1) or (a.context is not None and a.context < 1):
+        p.error("--layers and --context must be >= 1")
+    if a.log_every < 0:
+        p.error("--log-every must be >= 0")
+    if a.vocab is not None and a.vocab < 256:
+        p.error(f"--vocab {a.vocab}: byte tokens need at least 256")
+    if a.backend and a.device == "cuda":
+        p.error(f"--backend {a.backend} runs on the CPU; leave it out for nccl "
+                "on CUDA, or pass --device cpu")
+    if a.backend:
+        a.device = "cpu"
     if a.steps <= a.warmup:  # a smoke run: time the last step, and say so
         if os.environ.get("RANK", "0") == "0":
             setup = "; that includes the first step's setup" if a.steps == 1 else ""
@@ -181,7 +212,20 @@ def main(argv):
     except ImportError:  # torch 2.4 and 2.5 kept FSDP2 here
         from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
 
+    if args.backend == "sharc":
+        try:
+            import sharc.torch  # noqa: F401  (registers the "sharc" backend)
+        except Exception as e:  # noqa: BLE001 - ImportError, OSError from ctypes
+            print(f"fsdp2_gpt: --backend sharc: cannot import sharc.torch ({e}); "
+                  "put python/ on PYTHONPATH (PYTHONPATH=$PWD/python) and point "
+                  "SHARC_LIBRARY at a built libsharc.so "
+                  f"(now {os.environ.get('SHARC_LIBRARY', 'unset')})", file=sys.stderr)
+            return 2
+
     V, T, L, H, C = PRESETS[args.preset]
+    T = args.context or T
+    L = args.layers or L
+    V = args.vocab or V
     with open(args.data, "rb") as f:
         text = f.read()
     held = max(int(len(text) * 0.1), T + 1)  # sharc-train's --holdout 0.1
@@ -217,10 +261,10 @@ def main(argv):
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    backend = "nccl" if cuda else "gloo"
+    backend = "nccl" if cuda else (args.backend or "gloo")
     kw = {"store": store, "rank": 0, "world_size": 1} if store else {}
     dist.init_process_group(backend, **kw)
-    if rank == 0 and not cuda:
+    if rank == 0 and not cuda and not args.backend:
         why = "--device cpu" if args.device == "cpu" else "no CUDA device"
         print(f"fsdp2_gpt: {why}: running on the CPU with gloo, to test this "
               "script only (its speed and memory mean nothing)")
@@ -237,7 +281,7 @@ def main(argv):
     sharc_count = sum(math.prod(s) for s in want.values())
     assert nparams == sharc_count, (nparams, sharc_count)
     if rank == 0:
-        print(f"fsdp2_gpt: {args.preset} (V {V}, T {T}, L {L}, H {H}, C {C}): "
+        print(f"fsdp2_gpt: {args.preset} (V {V}, T {T}, L {L}, H {H}, C {C}) on {backend}: "
               f"{nparams:,} parameters (gpt.c's count: {sharc_count:,})")
 
     if cuda:
@@ -260,7 +304,7 @@ def main(argv):
     offs = torch.arange(T + 1)
     gen = torch.Generator().manual_seed(args.seed)
     losses = []
-    t0 = 0.0
+    t0 = tstart = time.perf_counter()
     for step in range(args.steps):
         # the global batch is drawn alike on every rank; each takes its part
         at = torch.randint(starts, (args.batch,), generator=gen)[rank * per:(rank + 1) * per]
@@ -274,6 +318,9 @@ def main(argv):
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.detach())
+        if args.log_every and rank == 0 and (step + 1) % args.log_every == 0:
+            print(f"step {step + 1}/{args.steps}: rank 0 loss {loss.item():.6f}, "
+                  f"{time.perf_counter() - tstart:.1f} s", flush=True)
     if cuda:
         torch.cuda.synchronize(device)
     elapsed = time.perf_counter() - t0
@@ -288,7 +335,8 @@ def main(argv):
         peak_kind = "torch.cuda.max_memory_allocated"
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        peak_kind = "cpu ru_maxrss (process peak RSS; not comparable)"
+        peak_kind = ("cpu ru_maxrss (process peak RSS)" if args.backend else
+                     "cpu ru_maxrss (process peak RSS; not comparable)")
     peaks = torch.zeros(world, dtype=torch.int64, device=device)
     peaks[rank] = peak
     dist.all_reduce(peaks)
@@ -303,6 +351,7 @@ def main(argv):
             "framework": "pytorch-fsdp2", "torch": torch.__version__, "nccl": nccl,
             "device": torch.cuda.get_device_name(device) if cuda else "cpu",
             "backend": backend, "ranks": world, "preset": args.preset,
+            "V": V, "T": T, "L": L, "H": H, "C": C, "seed": args.seed,
             "params": nparams, "mp": args.mp, "batch": args.batch,
             "steps": args.steps, "warmup": args.warmup, "lr": args.lr,
             "tokens_per_s": tokens_per_s, "timed_s": elapsed,
@@ -313,7 +362,8 @@ def main(argv):
             with open(args.json, "w") as f:
                 json.dump(res, f, indent=1)
                 f.write("\n")
-        print(f"fsdp2_gpt: {res['device']} x{world} {args.preset} mp {args.mp} "
+        print(f"fsdp2_gpt: {res['device']} {backend} x{world} {args.preset} "
+              f"(T {T}, L {L}) mp {args.mp} "
               f"batch {args.batch}: {tokens_per_s:.0f} tokens/s over "
               f"{args.steps - args.warmup} steps, peak {max(peaks) / 2**20:.1f} MiB/rank "
               f"({peak_kind}), loss {lv[0]:.4f} -> {lv[-1]:.4f}")

@@ -48,8 +48,38 @@ def fmt(q):
     return "-" if q is None else "%.2f" % q
 
 
+BANDS = ((8, 2048), (4096, 65536), (131072, 4 << 20), (8 << 20, 256 << 20))
+
+
+def bands(runs):
+    """One table: per operation and rank count, the out-of-place ratio's
+    range (over runs and sizes) in each size band, in-place after a slash."""
+    print("| op | ranks | " + " | ".join(
+        "%s-%s" % (size_str(a), size_str(b)) for a, b in BANDS) + " |")
+    print("|---|---:|" + "---|" * len(BANDS))
+    for op, n in sorted(runs):
+        rr = runs[(op, n)]
+        cells = []
+        for a, b in BANDS:
+            got = {"busbw": [], "inplace_busbw": []}
+            for run in rr.values():
+                for size, s in run["sharc"].items():
+                    if a <= size <= b and s["count"]:
+                        for key in got:
+                            q = ratio(s, run["mpi"][size], key)
+                            if q is not None:
+                                got[key].append(q)
+            cell = "%.2f-%.2f" % (min(got["busbw"]), max(got["busbw"]))
+            if got["inplace_busbw"]:
+                cell += " / %.2f-%.2f" % (min(got["inplace_busbw"]),
+                                          max(got["inplace_busbw"]))
+            cells.append(cell)
+        print("| %s | %d | %s |" % (op, n, " | ".join(cells)))
+
+
 def main(d):
     runs = load(d)
+    bands(runs)
     for op, n in sorted(runs):
         rr = runs[(op, n)]
         rs = sorted(rr)
@@ -73,7 +103,7 @@ def main(d):
             if lose:
                 behind.append(size_str(size))
             print("| %s | %s |" % (size_str(size), " | ".join(cells)))
-        first = min(rr[rs[0]]["sharc"])
+        first = min(z for z, r in rr[rs[0]]["sharc"].items() if r["count"])
         t = ", ".join("r%d %.2f / %.2f" % (
             r, rr[r]["sharc"][first]["time_us"], rr[r]["mpi"][first]["time_us"])
             for r in rs)

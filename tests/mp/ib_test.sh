@@ -4,9 +4,11 @@
 #       where no RDMA port is active (or the build has no libibverbs),
 #       SHARC_TRANSPORT=ib must fail at init on every rank, at once, with
 #       the reason; a misspelt transport must name the valid ones
-#   ib_test.sh coll SHARCRUN COLL_CHECK HAVE_IBVERBS N
-#       every collective on N ranks over ib (SHARC_TRANSPORT=ib: through
-#       the NIC even on one host); exits 77 without an active RDMA port
+#   ib_test.sh coll SHARCRUN PROGRAM HAVE_IBVERBS N
+#       PROGRAM --quick on N ranks over ib (SHARC_TRANSPORT=ib: through
+#       the NIC even on one host): coll_check (every collective) or
+#       p2p_check (send/recv, groups, all_to_allv); exits 77 without an
+#       active RDMA port
 set -u
 case=$1 sharcrun=$2 prog=$3 have=$4 n=${5:-2}
 active=$(cat /sys/class/infiniband/*/ports/*/state 2>/dev/null | grep -c ACTIVE)
@@ -58,13 +60,13 @@ case $case in
     ;;
   coll)
     if [ -n "$why" ]; then
-      echo "SKIP ib_test coll: $why; the ib collectives need an active RDMA port"
+      echo "SKIP ib_test coll ($(basename "$prog")): $why; running over ib needs an active RDMA port"
       exit 77
     fi
     SHARC_TRANSPORT=ib SHARC_TIMEOUT=60 "$sharcrun" -n "$n" --timeout 570 "$prog" --quick >"$log" 2>&1
     rc=$?
     tail -5 "$log"
-    check $rc "coll_check on $n ranks over ib exited $rc"
+    check $rc "$(basename "$prog") on $n ranks over ib exited $rc"
     ;;
   *)
     echo "usage: $0 refused|coll SHARCRUN PROGRAM HAVE_IBVERBS [N]" >&2

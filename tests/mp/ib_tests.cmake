@@ -9,9 +9,12 @@ add_test(NAME mp.ib.refused
 set_tests_properties(mp.ib.refused PROPERTIES TIMEOUT 120 LABELS "mp;ib"
                      PROCESSORS 2 SKIP_RETURN_CODE 77)
 foreach(n 2 4)
-  add_test(NAME mp.coll.ib.n${n}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ib_test.sh coll ${SHARC_MP_RUN}
-            $<TARGET_FILE:coll_check> ${SHARC_HAVE_IBVERBS} ${n})
-  set_tests_properties(mp.coll.ib.n${n} PROPERTIES TIMEOUT 600 LABELS "mp;ib"
-                       PROCESSORS ${n} SKIP_RETURN_CODE 77)
+  # every collective, and send/recv with groups and all_to_allv
+  foreach(what coll p2p)
+    add_test(NAME mp.${what}.ib.n${n}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ib_test.sh coll ${SHARC_MP_RUN}
+              $<TARGET_FILE:${what}_check> ${SHARC_HAVE_IBVERBS} ${n})
+    set_tests_properties(mp.${what}.ib.n${n} PROPERTIES TIMEOUT 600
+                         LABELS "mp;ib" PROCESSORS ${n} SKIP_RETURN_CODE 77)
+  endforeach()
 endforeach()

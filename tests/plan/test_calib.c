@@ -11,19 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h" /* tests/unit */
 #include "sharc_plan.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                              \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
 
 static int close_rel(double got, double want, double tol) {
   return fabs(got - want) <= tol * fabs(want);
@@ -322,6 +311,7 @@ int main(void) {
   inter_fit();
   bad_files();
   compute_fit();
-  printf("%s\n", failures ? "FAIL" : "PASS");
-  return failures ? 1 : 0;
+  printf("%d passed, %d failed\n%s\n", passed, failed,
+         failed ? "FAIL" : "PASS");
+  return failed ? 1 : 0;
 }

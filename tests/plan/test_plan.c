@@ -11,19 +11,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "expect.h" /* tests/unit */
 #include "sharc_plan.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                              \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
 
 static double now_s(void) {
   struct timespec ts;
@@ -294,6 +283,7 @@ int main(void) {
   scale();
   schedule();
   refusals();
-  printf("%s\n", failures ? "FAIL" : "PASS");
-  return failures ? 1 : 0;
+  printf("%d passed, %d failed\n%s\n", passed, failed,
+         failed ? "FAIL" : "PASS");
+  return failed ? 1 : 0;
 }

@@ -1,16 +1,23 @@
 /*
  * sharc_plan.c - the sharc-plan command: reads a model, a cluster, a batch
  * and a configuration space from flags, asks the planner (sharc_plan.h)
- * for every configuration and prints the ranked table (and --json FILE).
- * See docs/plan.md.
+ * for every configuration and prints the ranked table (and --json FILE);
+ * --png FILE draws a sweep of GPU counts up to the cluster's through
+ * plan_plot.py (python3 with matplotlib). See docs/plan.md.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+
+extern char **environ;
 
 #include "sharc_plan.h"
 
@@ -44,6 +51,11 @@ static void usage(FILE *f) {
       "  --optim adamw|sgd   optimizer (default adamw)\n"
       "  --top K             rows to print (default 12; 0: all)\n"
       "  --json FILE         every configuration as JSON ('-': stdout)\n"
+      "  --png FILE          also draw step time and memory per GPU against\n"
+      "                      GPU counts (one node, x8 each, up to the "
+      "cluster)\n"
+      "                      for the top configurations (plan_plot.py; needs\n"
+      "                      python3 with matplotlib, SHARC_PLAN_PYTHON)\n"
       "  --calibrate FILE    fit the links to sharc-bench -J FILE (repeat: "
       "one-host\n"
       "                      files fit intra, several-host files inter)\n"
@@ -603,8 +615,97 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Runs argv (NULL-terminated) and waits: its exit status, -1 if it could
+ * not start. quiet: its output to /dev/null. */
+static int run_wait(char *const *av, int quiet) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  }
+  pid_t pid;
+  int rc = posix_spawnp(&pid, av[0], &fa, NULL, av, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* plan_plot.py: SHARC_PLAN_PLOT, else beside the sources, else installed. */
+static const char *plot_script(void) {
+  const char *env = getenv("SHARC_PLAN_PLOT");
+  if (env && *env)
+    return env;
+  if (access(SHARC_PLAN_PLOT_SRC, R_OK) == 0)
+    return SHARC_PLAN_PLOT_SRC;
+  return SHARC_PLAN_PLOT_INSTALLED;
+}
+
+/* --png FILE: plan_plot.py over GPU counts G (one node), 8G, 64G, ... up
+ * to the cluster's, with this command's other arguments. */
+static int write_png(const char *png, int argc, char **argv,
+                     const sharc_plan_cluster_t *cl) {
+  static char self[4096], gpus[512];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0)
+    return die("--png: cannot find this program (/proc/self/exe)");
+  self[len] = '\0';
+  long world = (long)cl->nodes * cl->gpus_per_node, g = cl->gpus_per_node;
+  int off = 0;
+  for (; g < world && off < 400; g *= 8)
+    off += snprintf(gpus + off, sizeof gpus - (size_t)off, "%ld,", g);
+  snprintf(gpus + off, sizeof gpus - (size_t)off, "%ld", world);
+  /* SHARC_PLAN_PYTHON when set, else python3 on the PATH, else Debian's
+   * (whose python3-matplotlib a python3 of another install lacks) */
+  const char *env = getenv("SHARC_PLAN_PYTHON");
+  const char *py[3] = {env, "python3", "/usr/bin/python3"};
+  int npy = env && *env ? 1 : 3;
+  const char *use = NULL;
+  for (int k = 0; k < npy && !use; k++) {
+    char *probe[] = {(char *)py[k], "-c", "import matplotlib", NULL};
+    if (py[k] && *py[k] && run_wait(probe, 1) == 0)
+      use = py[k];
+  }
+  if (!use)
+    return die("--png: no python3 with matplotlib (Debian: apt-get install "
+               "python3-matplotlib; or set SHARC_PLAN_PYTHON)");
+  const char *script = plot_script();
+  char **av = calloc((size_t)argc + 12, sizeof *av);
+  if (!av)
+    return die("--png: out of memory");
+  int n = 0;
+  av[n++] = (char *)use;
+  av[n++] = (char *)script;
+  av[n++] = "--plan";
+  av[n++] = self;
+  av[n++] = "--gpus";
+  av[n++] = gpus;
+  av[n++] = "-o";
+  av[n++] = (char *)png;
+  av[n++] = "--";
+  for (int i = 1; i < argc; i++) { /* the sweep's own flags are left out */
+    if (!strcmp(argv[i], "--png") || !strcmp(argv[i], "--json") ||
+        !strcmp(argv[i], "--top") || !strcmp(argv[i], "--nodes")) {
+      i++;
+      continue;
+    }
+    av[n++] = argv[i];
+  }
+  printf("# --png: %s %s --gpus %s -o %s\n", use, script, gpus, png);
+  fflush(stdout);
+  int rc = run_wait(av, 0);
+  free(av);
+  if (rc != 0)
+    return die("--png: %s exited %d (its messages are above)", script, rc);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  const char *model = "gpt:7b", *json = NULL, *ccomp = NULL;
+  const char *model = "gpt:7b", *json = NULL, *ccomp = NULL, *png = NULL;
   const char *calib[16], *check[16];
   int ncalib = 0, ncheck = 0, dtype_given = 0;
   double seq = 0, batch = 0, micro = 1, top = 12, v = 0;
@@ -633,6 +734,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--json")) {
       TAKES;
       json = val;
+    } else if (!strcmp(a, "--png")) {
+      TAKES;
+      png = val;
     } else if (!strcmp(a, "--calibrate")) {
       TAKES;
       if (ncalib == 16)
@@ -790,6 +894,8 @@ int main(int argc, char **argv) {
     why(r, n);
   }
   int rc = json ? write_json(json, pm->label, &cl, &b, r, n, secs) : 0;
+  if (rc == 0 && png)
+    rc = write_png(png, argc, argv, &cl);
   free(r);
   sharc_plan_builtin_destroy(bm);
   return rc;

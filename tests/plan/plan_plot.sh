@@ -42,4 +42,26 @@ then
   echo "FAIL: the sweep JSON or the PNG is wrong"
   exit 1
 fi
+# the command itself: sharc-plan --png sweeps one node, x8, ... the cluster
+if ! SHARC_PLAN_PYTHON=$PY "$B/plan/sharc-plan" --model gpt:70b --nodes 1024 \
+  --gpus-per-node 8 --link intra:3,450 --link inter:5,50 --top 3 \
+  --png "$T/c.png" >"$T/c.out" 2>&1; then
+  echo "FAIL: sharc-plan --png:"
+  cat "$T/c.out"
+  exit 1
+fi
+grep -q -- "--gpus 8,64,512,4096,8192 " "$T/c.out" &&
+  "$PY" -c "import sys; assert open(sys.argv[1], 'rb').read(8) == b'\\x89PNG\\r\\n\\x1a\\n'" \
+    "$T/c.png" || {
+  echo "FAIL: sharc-plan --png: no sweep 8..8192 or no PNG:"
+  cat "$T/c.out"
+  exit 1
+}
+SHARC_PLAN_PYTHON=/nonexistent "$B/plan/sharc-plan" \
+  --model cnn --gpus-per-node 2 --png "$T/d.png" >"$T/d.out" 2>&1
+grep -q "no python3 with matplotlib" "$T/d.out" || {
+  echo "FAIL: sharc-plan --png without python says nothing clear:"
+  cat "$T/d.out"
+  exit 1
+}
 echo PASS

@@ -362,6 +362,17 @@ static sharc_status_t hw_cpus(hw_ctx_t *c) {
   int np = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
   int nn = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   int npu = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
+  /* -1: objects of that type at several levels (hwloc's
+   * HWLOC_TYPE_DEPTH_MULTIPLE), which no machine has; a hand-edited or
+   * damaged export can */
+  if (np < 0 || nn < 0 || npu < 0)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "topo: the topology has %s at several levels of its "
+                   "tree, which no machine has; is the XML export damaged "
+                   "or hand-edited? Export it again with lstopo --of xml",
+                   np < 0   ? "packages"
+                   : nn < 0 ? "NUMA nodes"
+                            : "PUs");
   m->npackages = np > 0 ? np : 1; /* a machine without packages has one */
   m->nnuma = nn > 0 ? nn : 1;
   m->npus = npu;
@@ -397,7 +408,9 @@ static sharc_status_t hw_cpus(hw_ctx_t *c) {
     hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, o);
     pu->os_index = (int)o->os_index;
     pu->core = core ? (int)core->logical_index : ncore_obj + i;
-    pu->package = pkg ? (int)pkg->logical_index : 0;
+    pu->package = pkg && (int)pkg->logical_index < m->npackages
+                      ? (int)pkg->logical_index
+                      : 0;
     pu->numa = -1;
     for (int n = 0; n < nn && pu->numa < 0; n++) {
       hwloc_obj_t no =

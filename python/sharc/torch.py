@@ -42,6 +42,7 @@ _OPS = {
     dist.ReduceOp.SUM: 0, dist.ReduceOp.PRODUCT: 1, dist.ReduceOp.MIN: 2,
     dist.ReduceOp.MAX: 3, dist.ReduceOp.AVG: 4,
 }
+_PREMUL = dist.ReduceOp.PREMUL_SUM
 _U8 = 5
 
 
@@ -54,26 +55,26 @@ def _dtype(t):
 
 
 def _op(opts):
+    """sharc's code for opts.reduceOp (a dict lookup on its RedOpType)."""
     op = opts.reduceOp
-    for k, v in _OPS.items():
-        if op == k:
-            return v
-    raise NotImplementedError(
-        f"sharc backend: reduction {getattr(op, 'op', op)} is not supported "
-        f"(sum, product, min, max, avg and premul_sum are)")
+    code = _OPS.get(op.op)
+    if code is None:
+        raise NotImplementedError(
+            f"sharc backend: reduction {op.op} is not supported "
+            f"(sum, product, min, max, avg and premul_sum are)")
+    return code
 
 
 def _premul(opts):
     """The factor of a premul_sum reduction (a float or a 1-element
     tensor), None for any other."""
-    op = opts.reduceOp if opts is not None else None
-    if op is None or op != dist.ReduceOp.PREMUL_SUM:
+    if opts is None or opts.reduceOp.op != _PREMUL:
         return None
-    return op.factor
+    return opts.reduceOp.factor
 
 
 def _check_tensor(t, what):
-    if t.device.type != "cpu":
+    if not t.is_cpu:
         raise NotImplementedError(
             f"sharc backend: {what} is on {t.device}; only CPU tensors so far")
     if not t.is_contiguous():
@@ -82,11 +83,12 @@ def _check_tensor(t, what):
 
 
 class _Waiter:
-    """Completes the futures of enqueued calls in order (one thread per
-    group): sleeps in sharc_event_synchronize with the GIL released."""
+    """One thread per group for what no caller waits on: it completes the
+    futures that get_future() handed out, and it holds the tensors of a
+    Work dropped before its call finished until it has, then frees its
+    event. It sleeps in sharc_event_synchronize with the GIL released."""
 
-    def __init__(self, pg):
-        self.pg = pg
+    def __init__(self):
         self.q = queue.SimpleQueue()
         self.t = threading.Thread(target=self._run, daemon=True,
                                   name="sharc-waiter")
@@ -97,63 +99,131 @@ class _Waiter:
             item = self.q.get()
             if item is None:
                 return
-            ev, fut, result, keep, what = item
-            st = lib.sharc_event_synchronize(ev)
-            lib.sharc_event_destroy(ev)
-            if st == OK:
-                fut.set_result(result)
-            else:
-                msg = lib.sharc_comm_last_error(self.pg._comm) or b""
-                fut.set_exception(SharcError(
-                    status_name(st), f"{what}: {msg.decode(errors='replace')}"))
-            del keep
+            item()
 
 
 class _Work(dist.Work):
-    """A call's handle: wait() blocks until the future completes and raises
-    the call's error (torch's future-backed Work would swallow it)."""
+    """A call's handle. wait() sleeps in sharc_event_synchronize on the
+    calling thread (the GIL released by ctypes), so completing a call wakes
+    no other thread, and raises the call's error naming the rank. A future
+    is made only when one is asked for (get_future): the group's waiter
+    thread then completes it, so its callbacks run without a wait()."""
 
-    def __init__(self, fut):
+    def __init__(self, pg, ev, result, keep, what):
         super().__init__()
-        self._fut = fut
+        self._pg, self._ev, self._res = pg, ev, result
+        self._keep, self._what = keep, what
+        self._lock = threading.Lock()
+        self._done = False
+        self._err = None
+        self._fut = None
+
+    def _finish(self):
+        """Waits for the call (once, whoever asks first); returns its
+        error or None."""
+        with self._lock:
+            if not self._done:
+                st = lib.sharc_event_synchronize(self._ev)
+                if st != OK:
+                    msg = lib.sharc_comm_last_error(self._pg._comm) or b""
+                    self._err = SharcError(
+                        status_name(st),
+                        f"{self._what}: {msg.decode(errors='replace')}")
+                self._pg._events.append(self._ev)  # atomic under the GIL
+                self._ev = self._keep = None
+                self._done = True
+                if self._fut is not None:
+                    if self._err is None:
+                        self._fut.set_result(self._res)
+                    else:
+                        self._fut.set_exception(self._err)
+            return self._err
 
     def wait(self, timeout=None):
-        self._fut.wait()  # raises the SharcError the waiter set
+        err = self._finish()
+        if err is not None:
+            raise err
         return True
 
     def is_completed(self):
-        return self._fut.done()
+        if self._done:
+            return True
+        flag = ctypes.c_int(0)
+        if not self._lock.acquire(blocking=False):
+            return False  # another thread is finishing it
+        try:
+            if self._ev is not None:
+                lib.sharc_event_query(self._ev, ctypes.byref(flag))
+        finally:
+            self._lock.release()
+        if flag.value:
+            self._finish()
+        return self._done
 
     def is_success(self):
-        if not self._fut.done():
-            return False
-        try:
-            self._fut.value()
-            return True
-        except Exception:  # noqa: BLE001
-            return False
+        return self.is_completed() and self._err is None
 
     def exception(self):
-        try:
-            self._fut.value()
-            return None
-        except Exception as e:  # noqa: BLE001
-            return e
+        return self._finish()
 
     def get_future(self):
-        return self._fut
+        with self._lock:
+            if self._fut is None:
+                self._fut = torch.futures.Future()
+                if self._done:
+                    if self._err is None:
+                        self._fut.set_result(self._res)
+                    else:
+                        self._fut.set_exception(self._err)
+                else:
+                    self._pg._waiter.q.put(self._finish)
+            return self._fut
 
     def result(self):
-        return self._fut.value()
+        self.wait()
+        return self._res
 
     def synchronize(self):
         self.wait()
 
+    def __del__(self):
+        # Dropped before anyone waited: the call may still read or write
+        # the tensors, so the waiter keeps them until it has finished.
+        if not self._done:
+            self._pg._waiter.q.put(self._finish)
 
-def _completed(result):
-    fut = torch.futures.Future()
-    fut.set_result(result)
-    return _Work(fut)
+
+class _DoneWork(dist.Work):
+    """The handle of a call that finished before it was returned (the
+    blocking calls): no future unless someone asks for one."""
+
+    def __init__(self, result):
+        super().__init__()
+        self._result = result
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return True
+
+    def exception(self):
+        return None
+
+    def get_future(self):
+        fut = torch.futures.Future()
+        fut.set_result(self._result)
+        return fut
+
+    def result(self):
+        return self._result
+
+    def synchronize(self):
+        pass
+
 
 
 class ProcessGroupSharc(dist.ProcessGroup):
@@ -176,7 +246,9 @@ class ProcessGroupSharc(dist.ProcessGroup):
         check(lib.sharc_stream_create(ctypes.byref(stream)), comm,
               "sharc_stream_create")
         self._stream = stream
-        self._waiter = _Waiter(self)
+        self._blocking = False
+        self._events = []  # recorded and waited for: free to record again
+        self._waiter = _Waiter()
 
     def getBackendName(self):
         return "sharc"
@@ -212,32 +284,39 @@ class ProcessGroupSharc(dist.ProcessGroup):
             getattr(opts, "asyncOp", True) is False
 
     def _done(self, result, keep, what):
-        """A Work completing when everything enqueued so far is done."""
-        if getattr(self, "_blocking", False):
+        """A Work completing when everything enqueued so far is done. The
+        events are reused: the waiter hands each back once it fired."""
+        if self._blocking:
             self._blocking = False
-            return _completed(result)
-        ev = ctypes.c_void_p()
-        check(lib.sharc_event_create(ctypes.byref(ev)), self._comm, what)
+            return _DoneWork(result)
+        if self._events:
+            ev = self._events.pop()
+        else:
+            ev = ctypes.c_void_p()
+            check(lib.sharc_event_create(ctypes.byref(ev)), self._comm, what)
         check(lib.sharc_event_record(ev, self._stream), self._comm, what)
-        fut = torch.futures.Future()
-        self._waiter.q.put((ev, fut, result, keep, what))
-        return _Work(fut)
+        return _Work(self, ev, result, keep, what)
 
     def _call(self, fn, what, *args):
-        stream = None if getattr(self, "_blocking", False) else self._stream
-        st = fn(*args, self._comm, stream)
+        st = fn(*args, self._comm, None if self._blocking else self._stream)
         if st != OK:
             self._blocking = False
-        check(st, self._comm, what)
+            check(st, self._comm, what)
 
     def _reduce_input(self, opts, t, what):
         """(sharc op, the tensor to send) for a reduction of t. premul_sum
         sends a copy of t scaled by the factor (t itself is left alone) and
         sums it. The copy is made on the calling thread, so it first waits
         for the calls enqueued before it: one of them may still write t."""
+        if opts is None:
+            return 0, t
+        red = opts.reduceOp
+        code = _OPS.get(red.op)
+        if code is not None:
+            return code, t
         factor = _premul(opts)
         if factor is None:
-            return (_op(opts) if opts is not None else 0), t
+            _op(opts)  # raises, naming the reduction
         if not t.is_floating_point():
             raise TypeError(f"sharc backend: {what}: premul_sum scales by a "
                             f"float; {t.dtype} is not a floating type")
@@ -301,7 +380,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
             for r, o in enumerate(outs):
                 o.copy_(flat[r * inp.numel():(r + 1) * inp.numel()]
                         .view_as(o))
-        return _completed(output_lists)
+        return _DoneWork(output_lists)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         self._mode(opts)
@@ -352,7 +431,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         return self._done(tensors, keep, "reduce")
 
     def barrier(self, opts=None):
-        self._mode(None)
+        self._mode(opts)
         check(lib.sharc_barrier(self._comm, self._stream), self._comm,
               "barrier")
         return self._done([], [], "barrier")
@@ -408,7 +487,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
     def _p2p_done(self, tensors, what):
         if getattr(self, "_coalescing", 0):  # issued by _end_coalescing
             self._kept = getattr(self, "_kept", []) + [tensors]
-            return _completed(tensors)
+            return _DoneWork(tensors)
         return self._done(tensors, tensors, what)
 
     def send(self, tensors, dst, tag=0):
@@ -457,7 +536,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         for t in outputs:
             t.copy_(flat_out[o:o + t.numel()].view_as(t))
             o += t.numel()
-        return _completed(outputs)
+        return _DoneWork(outputs)
 
     def gather_single(self, output, input, opts):
         self._mode(opts)
@@ -491,7 +570,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
         self.gather_single(flat, inp, opts).wait()
         for r, o in enumerate(outs):
             o.copy_(flat[r * inp.numel():(r + 1) * inp.numel()].view_as(o))
-        return _completed(output_lists)
+        return _DoneWork(output_lists)
 
     def scatter(self, outputs, input_lists, opts):
         """dist.scatter: rank r's output gets root's r-th tensor. Root sends
@@ -522,6 +601,9 @@ class ProcessGroupSharc(dist.ProcessGroup):
             lib.sharc_stream_synchronize(self._stream)
             self._waiter.q.put(None)
             self._waiter.t.join()
+            for ev in self._events:
+                lib.sharc_event_destroy(ev)
+            self._events = []
             lib.sharc_stream_destroy(self._stream)
             lib.sharc_comm_destroy(self._comm)
             self._comm = None

@@ -10,8 +10,10 @@ Run by torchrun (any rank count):
 Exit 0 when every check passed; failures are printed with the rank.
 """
 
+import gc
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
@@ -136,6 +138,42 @@ def collectives(sg, gg, tag):
         check(got[0].item() == (r - 1) % n, f"{tag} send/recv ring")
 
 
+def work_handles(sg, gg, tag):
+    """The handles of async calls: a future's callback runs with nobody
+    calling wait(); is_completed() turns true on its own; a handle dropped
+    before its call finished keeps the tensors alive until it has (the
+    memory is checked by the calls after it); result() and exception()."""
+    r = dist.get_rank(sg)
+    x = data(torch.float32, 1 << 16, r, 99)
+    want = x.clone()
+    dist.all_reduce(want, group=gg)
+    a = x.clone()
+    w = dist.all_reduce(a, group=sg, async_op=True)
+    seen = []
+    fut = w.get_future().then(lambda f: seen.append(f.value()))
+    deadline = time.monotonic() + 60
+    while not fut.done() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    check(fut.done() and w.is_completed() and len(seen) == 1,
+          f"{tag} async all_reduce: future done {fut.done()}, "
+          f"is_completed {w.is_completed()}, callbacks run {len(seen)}")
+    check(same(a, want) and seen and same(seen[0][0], want),
+          f"{tag} async all_reduce through its future")
+    check(w.is_success() and w.exception() is None and
+          same(w.result()[0], want), f"{tag} async handle after success")
+    for _ in range(8):  # dropped handles: nobody waits, nothing is kept
+        dist.all_reduce(x.clone(), group=sg, async_op=True)
+        dist.all_gather_into_tensor(
+            torch.empty(x.numel() * dist.get_world_size(sg)), x, group=sg,
+            async_op=True)
+    gc.collect()
+    fresh = [x.clone() for _ in range(8)]
+    b = x.clone()
+    dist.all_reduce(b, group=sg)
+    check(same(b, want) and all(same(f, x) for f in fresh),
+          f"{tag} calls after dropped async handles")
+
+
 def premul(sg, gg, tag, x, big, count):
     """premul_sum (a sum of copies scaled by the factor) against gloo's sum
     of the scaled copies, computed here: gloo has no premul_sum. A float
@@ -194,6 +232,7 @@ def main():
     rank, n = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
     collectives(dist.group.WORLD, gloo, "world")
+    work_handles(dist.group.WORLD, gloo, "world")
     if n >= 2:  # two sub-groups (new_group: a communicator each)
         evens = list(range(0, n, 2))
         odds = list(range(1, n, 2))

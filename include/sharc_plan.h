@@ -297,6 +297,46 @@ SHARC_API const sharc_plan_model_t *
 sharc_plan_builtin_model(const sharc_plan_builtin_t *b);
 SHARC_API void sharc_plan_builtin_destroy(sharc_plan_builtin_t *b);
 
+/* ---- a model from a unit list --------------------------------------------
+ *
+ * A model described by its units, one line each (docs/plan.md, "A unit
+ * list"; sharc-plan --model units:FILE):
+ *
+ *   NAME PARAMS FLOPS SAVED [OUT [SCRATCH [SCRATCH_FIXED]]]
+ *
+ * whitespace separated, '#' to the end of a line a comment: the unit's
+ * parameter count (elements), its forward FLOPs per sample, the bytes per
+ * sample its forward saves for backward, and optionally the bytes per
+ * sample of its output (default 0: SAVED then stands for all the stage
+ * keeps), of its scratch during a call, and a fixed scratch per call.
+ * Each line is one stage, run in file order; PARAMS "=NAME" makes the line
+ * another stage of the unit NAME declared on an earlier line (tied
+ * weights: a GPT's output head on its embedding). "@tokens T" sets the
+ * tokens per sample (tokens/s; default 1). The last stage's OUT is
+ * ignored (the engine's loss statistics take its place).
+ */
+
+typedef struct sharc_plan_units sharc_plan_units_t;
+
+/* Parses the text of a unit list (len bytes, need not end in '\0') into a
+ * model labelled "units:LABEL" (label NULL: "units:list"; quotes,
+ * backslashes and control characters become '_'): one unit per
+ * declaring line, holding one flat tensor of PARAMS elements, one stage per
+ * line; the byte callbacks return the per-sample numbers times the
+ * micro-batch (plus SCRATCH_FIXED), saturating at 16 TiB; stage_flops is
+ * FLOPS times the micro-batch. Strict: returns SHARC_ERR_INVALID_ARG with
+ * "line N: ..." in err for a malformed line (fields missing or extra, a
+ * number out of range, a repeated name, =NAME of no earlier unit) and a
+ * message for text with no unit. *out is the caller's
+ * (sharc_plan_units_destroy); the model stays valid until then. */
+SHARC_API sharc_status_t sharc_plan_units_parse(const char *text, size_t len,
+                                                const char *label,
+                                                sharc_plan_units_t **out,
+                                                char *err, size_t errlen);
+SHARC_API const sharc_plan_model_t *
+sharc_plan_units_model(const sharc_plan_units_t *u);
+SHARC_API void sharc_plan_units_destroy(sharc_plan_units_t *u);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,7 +3,9 @@
  * and a configuration space from flags, asks the planner (sharc_plan.h)
  * for every configuration and prints the ranked table (and --json FILE);
  * --png FILE draws a sweep of GPU counts up to the cluster's through
- * plan_plot.py (python3 with matplotlib). See docs/plan.md.
+ * plan_plot.py (python3 with matplotlib). The model may be a unit list
+ * (--model units:FILE) and the node an hwloc export (--topology FILE,
+ * sharc_plan_topo.c). See docs/plan.md.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +22,7 @@
 extern char **environ;
 
 #include "sharc_plan.h"
+#include "sharc_plan_topo.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -28,9 +31,21 @@ static void usage(FILE *f) {
       "  --model SPEC        cnn | gpt:PRESET (tiny small gpt2 gpt2-124m 7b "
       "13b 70b)\n"
       "                      | gpt:L,C,H,V,T  (default gpt:7b)\n"
+      "                      | units:FILE     one line a unit: NAME PARAMS "
+      "FLOPS SAVED\n"
+      "                        [OUT [SCRATCH [SCRATCH_FIXED]]], per sample "
+      "(docs/plan.md)\n"
       "  --seq T             GPT sequence length (default: the preset's)\n"
       "  --nodes N           nodes (default 1)\n"
       "  --gpus-per-node G   GPUs per node (default 8)\n"
+      "  --topology FILE     a node's hwloc XML export (lstopo --of xml): "
+      "its GPUs,\n"
+      "                      intra link (NVSwitch, NVLink or PCIe), NICs and "
+      "GPU model\n"
+      "                      set the defaults; the flags here still win\n"
+      "  --nic-gbps GBPS     with --topology: rate per NIC, one way (default "
+      "50 RDMA,\n"
+      "                      12.5 Ethernet; capped at the NIC's PCI link)\n"
       "  --link intra:LAT_US,GBPS   within a node, per GPU one way (default "
       "intra:3,450)\n"
       "  --link inter:LAT_US,GBPS   between nodes, per NIC, one per GPU "
@@ -131,7 +146,8 @@ static int ints(const char *flag, const char *s, int lo, int hi, int *v,
   return 0;
 }
 
-static int link_arg(const char *s, sharc_plan_cluster_t *c) {
+static int link_arg(const char *s, sharc_plan_cluster_t *c,
+                    plan_topo_given_t *given) {
   double lat, bw;
   char cls[16], rest;
   if (!s || sscanf(s, "%15[a-z]:%lf,%lf%c", cls, &lat, &bw, &rest) != 3 ||
@@ -143,9 +159,9 @@ static int link_arg(const char *s, sharc_plan_cluster_t *c) {
     return -1;
   }
   if (!strcmp(cls, "intra"))
-    c->intra_lat_us = lat, c->intra_gbs = bw;
+    c->intra_lat_us = lat, c->intra_gbs = bw, given->intra = 1;
   else
-    c->inter_lat_us = lat, c->inter_gbs = bw;
+    c->inter_lat_us = lat, c->inter_gbs = bw, given->inter = 1;
   return 0;
 }
 
@@ -382,11 +398,13 @@ static int write_json(const char *path, const char *label,
   return 0;
 }
 
-/* The whole of path into a malloc'd *text. */
+/* The whole of path into a malloc'd *text. Messages name "flag path", or
+ * "flagpath" for a flag ending in ':' ("--model units:"). */
 static int slurp(const char *flag, const char *path, char **text, size_t *len) {
+  const char *sp = flag[strlen(flag) - 1] == ':' ? "" : " ";
   FILE *f = fopen(path, "rb");
   if (!f)
-    return die("%s %s: cannot read: %s", flag, path, strerror(errno));
+    return die("%s%s%s: cannot read: %s", flag, sp, path, strerror(errno));
   size_t cap = 1 << 16, n = 0;
   char *b = malloc(cap);
   while (b) {
@@ -407,7 +425,7 @@ static int slurp(const char *flag, const char *path, char **text, size_t *len) {
   if (!b || rd) {
     const char *why = b ? "read error" : "over 1 GiB or out of memory";
     free(b);
-    return die("%s %s: cannot read it whole (%s)", flag, path, why);
+    return die("%s%s%s: cannot read it whole (%s)", flag, sp, path, why);
   }
   *text = b;
   *len = n;
@@ -704,8 +722,30 @@ static int write_png(const char *png, int argc, char **argv,
   return 0;
 }
 
+/* --model units:FILE: the file's text, parsed by the planner. */
+static int load_units(const char *path, sharc_plan_units_t **out) {
+  char *text, err[512];
+  size_t len;
+  if (slurp("--model units:", path, &text, &len))
+    return 2;
+  const char *slash = strrchr(path, '/');
+  sharc_status_t st = sharc_plan_units_parse(
+      text, len, slash && slash[1] ? slash + 1 : path, out, err, sizeof err);
+  free(text);
+  if (st != SHARC_OK)
+    return die("--model units:%s: %s", path, err);
+  return 0;
+}
+
+static void drop_models(sharc_plan_builtin_t *bm, sharc_plan_units_t *um) {
+  sharc_plan_builtin_destroy(bm);
+  sharc_plan_units_destroy(um);
+}
+
 int main(int argc, char **argv) {
   const char *model = "gpt:7b", *json = NULL, *ccomp = NULL, *png = NULL;
+  const char *topology = NULL;
+  plan_topo_given_t given = {0};
   const char *calib[16], *check[16];
   int ncalib = 0, ncheck = 0, dtype_given = 0;
   double seq = 0, batch = 0, micro = 1, top = 12, v = 0;
@@ -764,22 +804,33 @@ int main(int argc, char **argv) {
       if (whole(a, val, 1, 1024, &v))
         return 2;
       cl.gpus_per_node = (int)v;
+      given.gpus_per_node = 1;
+    } else if (!strcmp(a, "--topology")) {
+      TAKES;
+      topology = val;
+    } else if (!strcmp(a, "--nic-gbps")) {
+      TAKES;
+      if (num(a, val, 1e-6, 1e6, &given.nic_gbs))
+        return 2;
     } else if (!strcmp(a, "--link")) {
       TAKES;
-      if (link_arg(val, &cl))
+      if (link_arg(val, &cl, &given))
         return 2;
     } else if (!strcmp(a, "--gpu-mem")) {
       TAKES;
       if (num(a, val, 1e-3, 1e6, &cl.gpu_mem_gib))
         return 2;
+      given.gpu_mem = 1;
     } else if (!strcmp(a, "--flops")) {
       TAKES;
       if (num(a, val, 1e-6, 1e6, &cl.tflops))
         return 2;
+      given.flops = 1;
     } else if (!strcmp(a, "--hbm")) {
       TAKES;
       if (num(a, val, 1e-3, 1e7, &cl.hbm_gbs))
         return 2;
+      given.hbm = 1;
     } else if (!strcmp(a, "--batch")) {
       TAKES;
       if (whole(a, val, 1, 1 << 30, &batch))
@@ -830,28 +881,49 @@ int main(int argc, char **argv) {
     if (!known)
       return die("unknown option '%s' (see --help)", a);
   }
+  info = json && !strcmp(json, "-") ? stderr : stdout;
+  if (topology) {
+    int rc = plan_topo_apply(topology, &given, &cl, info);
+    if (rc)
+      return rc;
+  } else if (given.nic_gbs > 0) {
+    return die("--nic-gbps needs --topology FILE (the NICs are counted in "
+               "the export); without it give --link inter:LAT_US,GBPS");
+  }
   long world = (long)cl.nodes * cl.gpus_per_node;
   if (world > (1 << 24))
     return die("%d nodes x %d GPUs is %ld GPUs; at most 16777216", cl.nodes,
                cl.gpus_per_node, world);
   sharc_plan_batch_t b = {batch > 0 ? (int)batch : (int)world, (int)micro};
   char err[512];
-  sharc_plan_builtin_t *bm;
-  if (sharc_plan_builtin_create(model, (int)seq, &bm, err, sizeof err) != 0)
-    return die("%s", err);
-  const sharc_plan_model_t *pm = sharc_plan_builtin_model(bm);
-  info = json && !strcmp(json, "-") ? stderr : stdout;
+  sharc_plan_builtin_t *bm = NULL;
+  sharc_plan_units_t *um = NULL;
+  const sharc_plan_model_t *pm;
+  if (!strncmp(model, "units:", 6)) {
+    if (seq > 0)
+      return die("--seq is for GPT models; a unit list gives its sizes per "
+                 "sample (--model %s)",
+                 model);
+    int rc = load_units(model + 6, &um);
+    if (rc)
+      return rc;
+    pm = sharc_plan_units_model(um);
+  } else {
+    if (sharc_plan_builtin_create(model, (int)seq, &bm, err, sizeof err) != 0)
+      return die("%s", err);
+    pm = sharc_plan_builtin_model(bm);
+  }
   if (ncalib) {
     int rc = calibrate_files(calib, ncalib, &cl);
     if (rc) {
-      sharc_plan_builtin_destroy(bm);
+      drop_models(bm, um);
       return rc;
     }
   }
   if (ccomp) {
     int rc = calibrate_compute(ccomp, pm, &sp, (int)micro, dtype_given, &cl);
     if (rc) {
-      sharc_plan_builtin_destroy(bm);
+      drop_models(bm, um);
       return rc;
     }
   }
@@ -864,7 +936,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < ncheck; i++) {
     int rc = check_file(check[i], &cl);
     if (rc) {
-      sharc_plan_builtin_destroy(bm);
+      drop_models(bm, um);
       return rc;
     }
   }
@@ -875,7 +947,7 @@ int main(int argc, char **argv) {
       sharc_plan_search(pm, &cl, &b, &sp, &r, &n, err, sizeof err);
   double secs = now_s() - t0;
   if (st != SHARC_OK) {
-    sharc_plan_builtin_destroy(bm);
+    drop_models(bm, um);
     return die("%s", err);
   }
   if (!json || strcmp(json, "-") != 0) {
@@ -897,6 +969,6 @@ int main(int argc, char **argv) {
   if (rc == 0 && png)
     rc = write_png(png, argc, argv, &cl);
   free(r);
-  sharc_plan_builtin_destroy(bm);
+  drop_models(bm, um);
   return rc;
 }

@@ -250,6 +250,7 @@ static sharc_status_t add_gpu(hw_ctx_t *c, hwloc_obj_t key, int bridge,
   io_locality(c, key, &g->pci);
   if (key->type == HWLOC_OBJ_PCI_DEVICE) {
     pci_busid(key, g->pci.busid, sizeof g->pci.busid);
+    g->link_gbs = key->attr->pcidev.linkspeed;
     const char *dev = hwloc_obj_get_info_by_name(key, "PCIDevice");
     if (dev)
       snprintf(g->model, sizeof g->model, "%s", dev);

@@ -74,6 +74,7 @@ typedef struct {
   topo_pciloc_t pci;
   char model[TOPO_NAME_MAX];  /* "Tesla V100-SXM3-32GB-H" */
   char osdevs[TOPO_NAME_MAX]; /* hwloc OS devices, "cuda0 nvml0" */
+  double link_gbs;            /* PCI link bandwidth, GB/s one way (0 unknown) */
 } topo_gpu_t;
 
 /* A network adapter: one PCI device, with its RDMA device and interfaces

@@ -1,8 +1,9 @@
 #!/bin/sh
 # plan_cli.sh BUILD SRC - sharc-plan's command line: a good run prints a
 # ranked table and writes JSON; a calibration from a committed sharc-bench
-# file prints its fit; each bad flag or file exits 2 with a message naming
-# it.
+# file prints its fit; the committed unit list docs/units/gpt2-124m.units
+# plans exactly what gpt:gpt2-124m plans; each bad flag or file exits 2
+# with a message naming it.
 set -u
 P="$1/plan/sharc-plan"
 S=${2:-.}
@@ -39,6 +40,24 @@ if ! "$P" --model cnn --gpus-per-node 4 --strategy full --json - \
   echo "FAIL: --calibrate with --json - wrote more than JSON on stdout"
   fail=1
 fi
+# a unit list: the committed GPT-2 124M list plans what gpt:gpt2-124m does
+U="$S/docs/units/gpt2-124m.units"
+if ! "$P" --model "units:$U" --nodes 2 --batch 32 --json "$T/u.json" \
+  >"$T/u" 2>&1 ||
+  ! grep -q '^# sharc-plan: units:gpt2-124m.units, 124439808 parameters' \
+    "$T/u" ||
+  ! "$P" --model gpt:gpt2-124m --nodes 2 --batch 32 --json "$T/g.json" \
+    >/dev/null 2>&1 ||
+  ! python3 -c "import json,sys; a=json.load(open(sys.argv[1])); \
+b=json.load(open(sys.argv[2])); assert a['params'] == b['params']; \
+assert a['configs'] == b['configs'], 'the configurations differ'" \
+    "$T/u.json" "$T/g.json"; then
+  echo "FAIL: --model units:$U does not plan as gpt:gpt2-124m does:"
+  cat "$T/u"
+  fail=1
+fi
+printf 'a 10 5 0\nb 10 x 0\n' >"$T/bad.units"
+printf '# nothing here\n' >"$T/empty.units"
 echo "not json" >"$T/bad.json"
 printf '{"nranks": 4, "nhosts": 1, "results": []}\n' >"$T/empty.json"
 # refuse: args... | the text the message must hold
@@ -80,5 +99,10 @@ refuse "no all_gather, reduce_scatter or all_reduce row" \
 refuse "none of its 1 lines is a step record" --model cnn \
   --calibrate-compute "$T/empty.json"
 refuse "--calibrate-compute needs a value" --calibrate-compute
+refuse "--model units:$T/bad.units: line 2: FLOPs 'x'" --model "units:$T/bad.units"
+refuse "--model units:$T/none.units: cannot read" --model "units:$T/none.units"
+refuse "--model units:$T/empty.units: no unit in 1 line" \
+  --model "units:$T/empty.units"
+refuse "--seq is for GPT models; a unit list" --model "units:$U" --seq 64
 [ $fail = 0 ] && echo PASS || echo FAIL
 exit $fail

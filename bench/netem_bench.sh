@@ -3,10 +3,13 @@
 # a benchmark (not a test). Hosts are network namespaces on this machine
 # (tests/mp/hosts_test.sh); each host's link gets a tc qdisc that slows it
 # (default `netem rate 10gbit delay 50us`), so traffic between hosts is
-# slower than shared memory within one, as between real machines.
+# slower than shared memory within one, as between real machines. Where
+# the kernel has no sch_netem, --delay adds the propagation delay that tc
+# cannot (hosts_test.sh --delay: tests/mp/wire_delay holds every packet
+# between hosts), and --link gives the rate with tbf.
 #
 #   bench/netem_bench.sh [--build DIR] [--layouts 2x2,2x3] [--colls LIST]
-#       [--algos ring,hier] [--link "QDISC"] [--no-fallback]
+#       [--algos ring,hier] [--link "QDISC"] [--delay US] [--no-fallback]
 #       [--args "SHARC-BENCH FLAGS"] [--out DIR] [--tag NAME] [--timeout S]
 #
 #   --build     build folder holding bench/sharc-bench        [build]
@@ -15,10 +18,18 @@
 #   --algos     SHARC_ALGO values; the first is the baseline  [ring,hier]
 #   --link      tc qdisc on each host's link (egress), none: as is
 #                                                             [netem rate 10gbit delay 50us]
+#   --delay     one-way delay of every link between hosts (microseconds),
+#               added by wire_delay after the qdisc (and on top of a
+#               netem delay); needs BUILD/tests/mp/wire_delay (or
+#               SHARC_WIRE_DELAY=PATH). For example --link "tbf rate 10gbit
+#               burst 256kb latency 50ms" --delay 50 is 10 Gbit/s with 50
+#               us each way (tbf's burst at least 64kb: the links' MTU is
+#               65000 with --delay)                           [none]
 #   --no-fallback  fail when the qdisc is refused; by default a refused
 #               netem (kernel without sch_netem) falls back to
 #               `tbf rate <its rate> burst 128kb latency 50ms`: the same
-#               rate, no added delay; the output and summary say so
+#               rate and, without --delay, no added delay; the output and
+#               summary say so
 #   --args      flags for sharc-bench  [-b 64K -e 64M -f 4 -n 5 -w 2 -c 1 --limits 0]
 #   --out       result folder                                 [bench/results]
 #   --tag       suffix of the result files (run1, run2, ...)  [run1]
@@ -43,6 +54,7 @@ root=$(cd "$here/.." && pwd)
 
 build=$root/build layouts=2x2,2x3 colls=all_reduce,all_gather algos=ring,hier
 link="netem rate 10gbit delay 50us" fallback=1 out=$root/bench/results tag=run1
+delay=""
 args="-b 64K -e 64M -f 4 -n 5 -w 2 -c 1 --limits 0" secs=600
 usage() {
   sed -n '/^#   bench/,/^#   --timeout/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
@@ -55,6 +67,7 @@ while [ $# -gt 0 ]; do
     --colls) colls=${2:?}; shift 2 ;;
     --algos) algos=${2:?}; shift 2 ;;
     --link) link=${2:?}; shift 2 ;;
+    --delay) delay=${2:?}; shift 2 ;;
     --no-fallback) fallback=0; shift ;;
     --args) args=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
@@ -66,6 +79,11 @@ while [ $# -gt 0 ]; do
 done
 bench=$build/bench/sharc-bench
 [ -x "$bench" ] || { echo "netem_bench: no $bench; build first or pass --build DIR" >&2; exit 2; }
+HOSTS_WIRE_DELAY=${SHARC_WIRE_DELAY:-$build/tests/mp/wire_delay}
+if [ -n "$delay" ] && [ ! -x "$HOSTS_WIRE_DELAY" ]; then
+  echo "netem_bench: --delay needs $HOSTS_WIRE_DELAY (make wire_delay in $build) or SHARC_WIRE_DELAY=PATH" >&2
+  exit 2
+fi
 command -v python3 >/dev/null || { echo "netem_bench: python3 is needed for the comparison table" >&2; exit 2; }
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
@@ -102,7 +120,7 @@ trap 'rm -rf "$HOSTS_TMP"' EXIT
   echo "# netem_bench $tag: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "# machine: $(lscpu | sed -nE 's/^Model name: +//p'), $(nproc) cores, kernel $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# sharc: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
-  echo "# command: bench/netem_bench.sh --build $build --layouts $layouts --colls $colls --algos $algos --link '$link' --args '$args' --tag $tag"
+  echo "# command: bench/netem_bench.sh --build $build --layouts $layouts --colls $colls --algos $algos --link '$link'${delay:+ --delay $delay} --args '$args' --tag $tag"
 } | tee "$summary"
 
 status=0
@@ -110,17 +128,23 @@ for lay in "${layout_list[@]}"; do
   map=$(layout_map "$lay") || exit 2
   used=$link
   [ "$link" = none ] && used=""
-  hosts_up "$map" "$used"
+  hosts_up "$map" "$used" "$delay"
   rc=$?
   if [ $rc -eq 2 ] && [ $fallback -eq 1 ] && [[ $link == netem* ]] && [ -n "$(fallback_of "$link")" ]; then
     used=$(fallback_of "$link")
-    echo "# link: '$link' refused by this kernel (no sch_netem); using '$used' instead: same rate, NO added delay" | tee -a "$summary"
-    hosts_up "$map" "$used"
+    if [ -n "$delay" ]; then
+      echo "# link: '$link' refused by this kernel (no sch_netem); using '$used' instead: same rate, and --delay $delay us each way from wire_delay, NOT the netem delay" | tee -a "$summary"
+    else
+      echo "# link: '$link' refused by this kernel (no sch_netem); using '$used' instead: same rate, NO added delay (--delay US adds one)" | tee -a "$summary"
+    fi
+    hosts_up "$map" "$used" "$delay"
     rc=$?
   fi
   [ $rc -eq 0 ] || exit $rc
   trap 'hosts_down; rm -rf "$HOSTS_TMP"' EXIT
-  echo "# layout $lay ($map): ${lay%x*} hosts of ${lay#*x} ranks, link qdisc on each host's eth0: ${used:-none (veth as is)}" | tee -a "$summary"
+  added="no added delay"
+  [ -n "$delay" ] && added="$delay us added each way (wire_delay)"
+  echo "# layout $lay ($map): ${lay%x*} hosts of ${lay#*x} ranks, link qdisc on each host's eth0: ${used:-none (veth as is)}, $added" | tee -a "$summary"
   for coll in "${coll_list[@]}"; do
     for algo in "${algo_list[@]}"; do
       name=netem_${lay}_${coll}_${algo}_$tag
@@ -130,7 +154,7 @@ for lay in "${layout_list[@]}"; do
         "${bench_args[@]}" -T "$secs" -J "$out/$name.json"
       jrc=$?
       {
-        echo "# $name: $map, link qdisc '${used:-none}', SHARC_ALGO=$algo"
+        echo "# $name: $map, link qdisc '${used:-none}', delay ${delay:-0} us, SHARC_ALGO=$algo"
         echo "# sharc-bench $coll $args -J $name.json"
         cat "$logs/$name/0.log"
       } >"$out/$name.txt"

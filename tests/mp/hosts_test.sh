@@ -7,8 +7,8 @@
 # (the host identity includes the network namespace): they use shared
 # memory, ranks on different hosts use TCP across the bridge.
 #
-#   hosts_test.sh [--timeout S] [--qdisc SPEC] [--expect TEXT] [--logs DIR]
-#                 MAP PROGRAM [ARGS...]
+#   hosts_test.sh [--timeout S] [--qdisc SPEC] [--delay US] [--expect TEXT]
+#                 [--logs DIR] MAP PROGRAM [ARGS...]
 #
 # MAP has one letter (a-h) per rank naming its host: aabb is 2 hosts x 2
 # ranks, aaabbb 2 x 3, abaa 3 + 1 with the ranks interleaved, abcd 4 hosts
@@ -17,31 +17,55 @@
 # unless set) and the rest of the caller's environment (SHARC_ALGO, ...),
 # and runs under `timeout S` (default 240). --qdisc adds a root qdisc to
 # each host's link (`tc qdisc add dev eth0 root SPEC`, for example
-# "netem rate 10gbit delay 50us"). The job passes when every rank exits 0,
-# rank 0 printed TEXT (default " 0 failed"; --expect "" skips that) and no
-# rank's log shows a failure (FAIL, "N failed" with N > 0, a sanitizer
-# report). Rank logs are printed with a "[rank] " prefix and kept in DIR
-# with --logs. Exit status: 0 passed, 1 failed, 2 usage or setup error, 77
-# skipped (not root, no network namespaces, veth or bridge; or every rank
-# exited 77), 124 timed out.
+# "netem rate 10gbit delay 50us" where the kernel has sch_netem).
+# --delay US (opt-in; without it nothing here changes) holds every packet
+# between hosts for US microseconds (one way; fractions allowed), for
+# kernels where tc cannot (no sch_netem, fq or etf): the middle namespace
+# then routes instead of bridging (one veth per host, MTU 65000 on both
+# ends, proxy ARP), and policy routing sends every packet a host puts on
+# its link into a tun device there, where tests/mp/wire_delay holds it for
+# US and writes it back to be delivered (one FIFO: no reordering). A round
+# trip between two hosts takes 2 x US longer; --delay 0 routes through
+# wire_delay without holding (its cost alone: a TCP round trip of 35 us
+# instead of 18; at --delay 200, 435-480 us). The helper is
+# $SHARC_WIRE_DELAY, else wire_delay in PROGRAM's build tree (tests/mp/) or
+# in build/ of this checkout. With --qdisc the rate limit applies on the
+# sender's eth0 before the delay: --qdisc "tbf rate 1gbit burst 256kb
+# latency 50ms" --delay 200 is a 1 Gbit/s link with 200 us each way (tbf's
+# burst must hold a 64 KB packet: at least 64kb). One thread carries the
+# packets of all links: 7-16 Gbit/s in all on 2 cores (wire_delay.c).
+#
+# The job passes when every rank exits 0, rank 0 printed TEXT (default
+# " 0 failed"; --expect "" skips that) and no rank's log shows a failure
+# (FAIL, "N failed" with N > 0, a sanitizer report). Rank logs are printed
+# with a "[rank] " prefix and kept in DIR with --logs. Exit status: 0
+# passed, 1 failed, 2 usage or setup error, 77 skipped (not root, no
+# network namespaces, veth or bridge, with --delay no tun device; or every
+# rank exited 77), 124 timed out.
 #
 # Sourced (`. hosts_test.sh`), it only defines functions, for scripts that
 # run several jobs on one set of hosts (bench/netem_bench.sh):
-#   hosts_up MAP [SPEC]    create the hosts of MAP (with SPEC as above) and
-#                          install the EXIT/INT/TERM/HUP traps that tear
-#                          them down; returns 77 (with a line why) when
-#                          hosts cannot be made here, 2 on other errors
+#   hosts_up MAP [SPEC [US]]
+#                          create the hosts of MAP (with SPEC and a --delay
+#                          of US as above; HOSTS_WIRE_DELAY names the
+#                          helper) and install the EXIT/INT/TERM/HUP traps
+#                          that tear them down; returns 77 (with a line
+#                          why) when hosts cannot be made here, 2 on other
+#                          errors
 #   hosts_job DIR SECONDS PROGRAM [ARGS...]
 #                          one job on those hosts, rank r's output in
 #                          DIR/r.log; returns 0 when every rank exited 0,
 #                          else the first failing rank's status (124: timed
 #                          out); HOSTS_STATUS holds every rank's status
-#   hosts_down             kill leftover ranks, delete the namespaces (with
-#                          their veths and bridge) and check none is left
+#   hosts_down             kill leftover ranks, stop wire_delay (printing
+#                          its statistics), delete the namespaces (with
+#                          their veths, bridge or tun) and check none is left
 #
 # Names carry the shell's pid (sharc-hosts-PID-a, ...-br), so parallel runs
 # do not collide; namespaces (and the log folder) left by a run that was
 # killed with SIGKILL (its pid is gone) are removed by the next run.
+# wire_delay exits by itself when the shell that started it exits (--owner),
+# and the next run stops one that is left all the same.
 set -u
 
 HOSTS_PREFIX=sharc-hosts
@@ -52,6 +76,10 @@ HOSTS_PIDS=()
 HOSTS_STATUS=()
 HOSTS_PORT=29517
 HOSTS_TMP=""
+HOSTS_WIRE_DELAY=${SHARC_WIRE_DELAY:-${HOSTS_WIRE_DELAY:-}}
+HOSTS_WD_PID=""
+HOSTS_WD_LOG=""
+HOSTS_MTU=65000 # --delay: few large packets, so that one thread keeps up
 
 # Host index of letter $1 (a = 0).
 hosts_index() {
@@ -86,6 +114,120 @@ hosts_reap_stale() {
     hosts_kill_in "$ns"
     ip netns del "$ns" 2>/dev/null
   done < <(ip netns list 2>/dev/null)
+  local f cmd owner # a wire_delay whose owner is gone (see hosts_wire_up)
+  for f in /proc/[0-9]*/cmdline; do
+    mapfile -d "" -t cmd 2>/dev/null <"$f" || continue
+    [[ ${cmd[0]:-} == *wire_delay && ${cmd[5]:-} == --owner ]] || continue
+    owner=${cmd[6]:-}
+    if ! [[ $owner =~ ^[0-9]+$ ]] || [ -d "/proc/$owner" ]; then
+      continue
+    fi
+    pid=${f#/proc/}
+    pid=${pid%/cmdline}
+    echo "hosts: stopping wire_delay (pid $pid) left by a run that is gone (pid $owner)"
+    kill -KILL "$pid" 2>/dev/null
+  done
+}
+
+# The wire_delay helper for PROGRAM $1: in its build tree (PROGRAM is
+# BUILD/tests/mp/coll_check, BUILD/bench/sharc-bench, ...), else in build/
+# of this checkout; empty when there is none.
+hosts_find_wire_delay() {
+  local d c here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  d=$(dirname "$1")
+  for c in "$d/wire_delay" "$d/../tests/mp/wire_delay" \
+    "$d/../../tests/mp/wire_delay" "$here/../../build/tests/mp/wire_delay"; do
+    [[ $1 == */* || $c == "$here"/* ]] || continue
+    if [ -x "$c" ] && [ -f "$c" ]; then
+      echo "$c"
+      return
+    fi
+  done
+}
+
+# Bytes in tbf's bucket of qdisc SPEC $1 (burst, buffer or maxburst, in
+# tc's units); empty when SPEC is not tbf or the size is not understood.
+hosts_tbf_bytes() {
+  local re='^tbf .*(burst|buffer|maxburst) ([0-9]+)([a-z]*)( |$)' n u
+  [[ $1 =~ $re ]] || return 0
+  n=${BASH_REMATCH[2]} u=${BASH_REMATCH[3]}
+  case $u in
+    "" | b) ;;
+    k | kb) n=$((n << 10)) ;;
+    m | mb) n=$((n << 20)) ;;
+    g | gb) n=$((n << 30)) ;;
+    bit) n=$((n / 8)) ;;
+    kbit) n=$(((n << 10) / 8)) ;;
+    mbit) n=$(((n << 20) / 8)) ;;
+    *) return 0 ;;
+  esac
+  echo "$n"
+}
+
+# Writes sysctls KEY=VALUE (net.ipv4.conf.X.rp_filter=0) inside namespace $1.
+hosts_sysctl() {
+  local ns=$1 kv key script=""
+  shift
+  for kv in "$@"; do
+    key=${kv%%=*}
+    script+="echo ${kv#*=} >/proc/sys/${key//.//} && "
+  done
+  ip netns exec "$ns" sh -c "${script}true"
+}
+
+# --delay: namespace $1 routes between the hosts' veths (made by hosts_up)
+# through tun wd0, where wire_delay holds every packet $2 us. Packets from a
+# host's veth (iif hX) take table 100, whose one route is wd0; what
+# wire_delay writes back comes in on wd0 and takes the main table, which has
+# a /32 route to each host's veth. The hosts keep their /24 and ask by ARP
+# for each other; the router answers for them (proxy ARP, at once).
+hosts_wire_up() {
+  local br=$1 delay=$2 err i
+  if ! err=$(ip -n "$br" tuntap add dev wd0 mode tun 2>&1); then
+    echo "SKIP: cannot create a tun device for --delay: $err"
+    return 77
+  fi
+  if ! { hosts_sysctl "$br" net.ipv4.conf.wd0.rp_filter=0 &&
+    ip -n "$br" link set wd0 mtu "$HOSTS_MTU" up &&
+    ip -n "$br" route add default dev wd0 table 100; }; then
+    echo "hosts: configuring tun wd0 in $br failed" >&2
+    return 2
+  fi
+  HOSTS_WD_LOG=$(mktemp "${TMPDIR:-/tmp}/hosts_test.$$.wire_delay.XXXXXX") || return 2
+  # SCHED_FIFO: on time when the ranks keep both cores busy (where bulk
+  # traffic had packets 250 us late on average, 70 us); it uses little CPU
+  ip netns exec "$br" "$HOSTS_WIRE_DELAY" --dev wd0 --delay "$delay" \
+    --owner $$ --fifo 1 >"$HOSTS_WD_LOG" 2>&1 &
+  HOSTS_WD_PID=$!
+  for ((i = 0; i < 500; i++)); do
+    grep -q '^wire_delay: wd0 attached' "$HOSTS_WD_LOG" && return 0
+    kill -0 "$HOSTS_WD_PID" 2>/dev/null || break
+    sleep 0.01
+  done
+  echo "hosts: $HOSTS_WIRE_DELAY did not attach to tun wd0 in $br:" >&2
+  sed 's/^/  /' "$HOSTS_WD_LOG" >&2
+  return 2
+}
+
+# Stops wire_delay and prints what it said (its statistics).
+hosts_wire_down() {
+  local i
+  if [ -n "$HOSTS_WD_PID" ]; then
+    kill -TERM "$HOSTS_WD_PID" 2>/dev/null
+    for ((i = 0; i < 200; i++)); do
+      kill -0 "$HOSTS_WD_PID" 2>/dev/null || break
+      sleep 0.01
+    done
+    kill -KILL "$HOSTS_WD_PID" 2>/dev/null
+    wait "$HOSTS_WD_PID" 2>/dev/null
+    HOSTS_WD_PID=""
+  fi
+  if [ -f "$HOSTS_WD_LOG" ]; then
+    grep -v '^wire_delay: wd0 attached' "$HOSTS_WD_LOG" | sed 's/^/hosts: /'
+    rm -f "$HOSTS_WD_LOG"
+    HOSTS_WD_LOG=""
+  fi
 }
 
 # SIGKILL every process still inside namespace $1 (only ranks started here).
@@ -107,6 +249,7 @@ hosts_down() {
     wait "$p" 2>/dev/null
   done
   HOSTS_PIDS=()
+  hosts_wire_down
   for ns in "${HOSTS_NS[@]}"; do
     hosts_kill_in "$ns"
     ip netns del "$ns" 2>/dev/null
@@ -129,9 +272,13 @@ hosts_skip() {
 }
 
 hosts_up() {
-  local map=$1 spec=${2:-} letters l i ns br err
+  local map=$1 spec=${2:-} delay=${3:-} letters l i ns br err addr rc
   if ! [[ $map =~ ^[a-h]+$ ]]; then
     echo "hosts: MAP wants one letter a-h per rank (aabb: 2 hosts x 2 ranks), got '$map'" >&2
+    return 2
+  fi
+  if [ -n "$delay" ] && ! [[ $delay =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+    echo "hosts: --delay wants microseconds (200, 50.5), got '$delay'" >&2
     return 2
   fi
   if [ "$(id -u)" -ne 0 ]; then
@@ -143,6 +290,22 @@ hosts_up() {
   if [ -n "$spec" ] && ! command -v tc >/dev/null; then
     echo "hosts: --qdisc needs tc (iproute2)" >&2
     return 2
+  fi
+  if [ -n "$delay" ]; then
+    if [ ! -c /dev/net/tun ]; then
+      echo "SKIP: --delay needs a tun device and /dev/net/tun is missing (kernel without CONFIG_TUN, or a container without the device)"
+      return 77
+    fi
+    local bucket
+    bucket=$(hosts_tbf_bytes "$spec")
+    if [ -n "$bucket" ] && [ "$bucket" -lt $((HOSTS_MTU + 14)) ]; then
+      echo "hosts: with --delay the links' MTU is $HOSTS_MTU, and tbf drops every packet larger than its bucket ($bucket bytes in '$spec'): use burst 64kb or more" >&2
+      return 2
+    fi
+    if [ ! -x "$HOSTS_WIRE_DELAY" ]; then
+      echo "hosts: --delay needs the wire_delay helper (BUILD/tests/mp/wire_delay, made with the tests); none found${HOSTS_WIRE_DELAY:+ at $HOSTS_WIRE_DELAY}: set SHARC_WIRE_DELAY=PATH" >&2
+      return 2
+    fi
   fi
   trap hosts_down EXIT
   trap 'exit 129' HUP
@@ -157,11 +320,17 @@ hosts_up() {
     return
   fi
   HOSTS_NS+=("$br")
-  if ! err=$(ip -n "$br" link add br0 type bridge 2>&1); then
+  if [ -n "$delay" ]; then # a router
+    if ! { ip -n "$br" link set lo up &&
+      hosts_sysctl "$br" net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+        net.ipv4.conf.default.rp_filter=0; }; then
+      hosts_down
+      return 2
+    fi
+  elif ! err=$(ip -n "$br" link add br0 type bridge 2>&1); then
     hosts_skip "cannot create a bridge: $err"
     return
-  fi
-  if ! { ip -n "$br" link set lo up && ip -n "$br" link set br0 up; }; then
+  elif ! { ip -n "$br" link set lo up && ip -n "$br" link set br0 up; }; then
     hosts_down
     return 2
   fi
@@ -169,18 +338,36 @@ hosts_up() {
   for ((i = 0; i < ${#letters}; i++)); do
     l=${letters:i:1}
     ns=$HOSTS_TAG-$l
+    addr=10.77.0.$(($(hosts_index "$l") + 1))
     if ! err=$(ip netns add "$ns" 2>&1); then
       hosts_skip "cannot create network namespace $ns: $err"
       return
     fi
     HOSTS_NS+=("$ns")
-    if ! err=$(ip -n "$br" link add "h$l" type veth peer name eth0 netns "$ns" 2>&1); then
+    if [ -n "$delay" ]; then
+      err=$(ip -n "$br" link add "h$l" mtu "$HOSTS_MTU" type veth peer name eth0 \
+        mtu "$HOSTS_MTU" netns "$ns" 2>&1)
+    else
+      err=$(ip -n "$br" link add "h$l" type veth peer name eth0 netns "$ns" 2>&1)
+    fi
+    # shellcheck disable=SC2181 # the status of the assignment above
+    if [ $? -ne 0 ]; then
       hosts_skip "cannot create a veth pair: $err"
       return
     fi
-    if ! { ip -n "$br" link set "h$l" master br0 &&
-      ip -n "$br" link set "h$l" up &&
-      ip -n "$ns" addr add "10.77.0.$(($(hosts_index "$l") + 1))/24" dev eth0 &&
+    if [ -n "$delay" ]; then # proxy ARP at once, not after up to 0.8 s
+      hosts_sysctl "$br" "net.ipv4.conf.h$l.proxy_arp=1" \
+        "net.ipv4.neigh.h$l.proxy_delay=0" &&
+        ip -n "$br" link set "h$l" up &&
+        ip -n "$br" route add "$addr/32" dev "h$l" &&
+        ip -n "$br" rule add iif "h$l" lookup 100
+    else
+      ip -n "$br" link set "h$l" master br0 &&
+        ip -n "$br" link set "h$l" up
+    fi
+    rc=$?
+    if ! { [ $rc -eq 0 ] &&
+      ip -n "$ns" addr add "$addr/24" dev eth0 &&
       ip -n "$ns" link set lo up &&
       ip -n "$ns" link set eth0 up; }; then
       echo "hosts: configuring host $l ($ns) failed" >&2
@@ -194,6 +381,16 @@ hosts_up() {
       return 2
     fi
   done
+  if [ -n "$delay" ]; then
+    hosts_wire_up "$br" "$delay"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      hosts_down
+      return $rc
+    fi
+    echo "hosts: links routed through $HOSTS_WIRE_DELAY (MTU $HOSTS_MTU):"
+    sed -n 's/^wire_delay: wd0 attached, /hosts:   /p' "$HOSTS_WD_LOG"
+  fi
   return 0
 }
 
@@ -226,11 +423,12 @@ hosts_job() {
 HOSTS_FAIL_RE='FAIL|(^|[^0-9])[1-9][0-9]* failed|Sanitizer|runtime error:'
 
 hosts_main() {
-  local secs=240 spec="" expect=" 0 failed" logs="" dir map n r st failed=0
+  local secs=240 spec="" delay="" expect=" 0 failed" logs="" dir map n r st failed=0
   while [ $# -gt 0 ]; do
     case $1 in
       --timeout) secs=${2:?--timeout wants seconds}; shift 2 ;;
       --qdisc) spec=${2:?--qdisc wants a tc qdisc}; shift 2 ;;
+      --delay) delay=${2:?--delay wants microseconds}; shift 2 ;;
       --expect) expect=${2?--expect wants a text}; shift 2 ;;
       --logs) logs=${2:?--logs wants a folder}; shift 2 ;;
       --) shift; break ;;
@@ -239,13 +437,14 @@ hosts_main() {
     esac
   done
   if [ $# -lt 2 ]; then
-    echo "usage: hosts_test.sh [--timeout S] [--qdisc SPEC] [--expect TEXT] [--logs DIR] MAP PROGRAM [ARGS...]" >&2
+    echo "usage: hosts_test.sh [--timeout S] [--qdisc SPEC] [--delay US] [--expect TEXT] [--logs DIR] MAP PROGRAM [ARGS...]" >&2
     return 2
   fi
   map=$1
   shift
   n=${#map}
-  hosts_up "$map" "$spec" || return
+  [ -n "$delay" ] && [ -z "$HOSTS_WIRE_DELAY" ] && HOSTS_WIRE_DELAY=$(hosts_find_wire_delay "$1")
+  hosts_up "$map" "$spec" "$delay" || return
   if [ -n "$logs" ]; then
     dir=$logs
     mkdir -p "$dir" || return 2

@@ -74,3 +74,15 @@ if(SHARC_HAVE_CUDA)
     set_property(TEST gpu.hosts.${map} APPEND PROPERTY LABELS gpu)
   endforeach()
 endif()
+
+# Link delay (hosts_test.sh --delay, for kernels without sch_netem): the
+# wire_delay helper that holds the packets between hosts, and a test that
+# the delay is there (round trips of at least 2 x the delay), combines with
+# a tbf rate, is absent without --delay, and leaves nothing behind, also
+# when the script is killed. Skips (77) without root or /dev/net/tun.
+add_executable(wire_delay wire_delay.c)
+add_test(NAME mp.hosts.delay
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/delay_test.sh
+                 $<TARGET_FILE:wire_delay>)
+set_tests_properties(mp.hosts.delay PROPERTIES TIMEOUT 120 LABELS "mp;hosts"
+                     PROCESSORS 2 SKIP_RETURN_CODE 77)

@@ -45,18 +45,28 @@ def bench_rows(d):
     return out
 
 
+def merged(reader, out, stem):
+    """The rows of OUT/STEM.json and of its extra sweeps OUT/STEM_*.json
+    (torch_coll.sh's 256 MiB point), by collective and size."""
+    rows = reader(load(os.path.join(out, stem + ".json")))
+    for extra in sorted(glob.glob(os.path.join(out, stem + "_*.json"))):
+        for c, rs in reader(load(extra)).items():
+            rows[c] = sorted(rows[c] + rs)
+    return rows
+
+
 def main():
     out = sys.argv[1]
     print("# torch.distributed on sharc and on gloo, and sharc-bench\n")
     for f in sorted(glob.glob(os.path.join(out, "torch_sharc_*_n*.json"))):
-        m = re.search(r"torch_sharc_(\w+)_n(\d+)\.json$", f)
+        m = re.search(r"torch_sharc_([a-z]+)_n(\d+)\.json$", f)
+        if not m:
+            continue  # an extra sweep, merged into its main file
         timing, n = m.group(1), int(m.group(2))
         try:
-            ts = torch_rows(load(f))
-            tg = torch_rows(load(os.path.join(
-                out, f"torch_gloo_{timing}_n{n}.json")))
-            sb = bench_rows(load(os.path.join(
-                out, f"sharc_bench_{timing}_n{n}.json")))
+            ts = merged(torch_rows, out, f"torch_sharc_{timing}_n{n}")
+            tg = merged(torch_rows, out, f"torch_gloo_{timing}_n{n}")
+            sb = merged(bench_rows, out, f"sharc_bench_{timing}_n{n}")
         except OSError as e:
             print(f"(missing: {e.filename})\n")
             continue
@@ -71,9 +81,12 @@ def main():
               "Python layer us | torch on gloo us | sharc / gloo |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for c in COLLS:
-            for i, (size, us, bw, mbw) in enumerate(ts[c]):
-                b = sb[c][i] if i < len(sb[c]) else None
-                g = tg[c][i] if i < len(tg[c]) else None
+            bench_at = {row[0]: row for row in sb[c]}
+            gloo_at = {row[0]: row for row in tg[c]}
+            for size, us, bw, mbw in ts[c]:
+                # the same whole-buffer size (a size too small for every
+                # rank to get an element has no sharc-bench row)
+                b, g = bench_at.get(size), gloo_at.get(size)
                 cells = [c, human(size), f"{bw:.3g} ({mbw:.3g})"]
                 cells.append(f"{b[2]:.3g} ({b[3]:.3g})" if b else "-")
                 cells.append(f"{g[2]:.3g} ({g[3]:.3g})" if g else "-")

@@ -432,8 +432,7 @@ class ProcessGroupSharc(dist.ProcessGroup):
 
     def barrier(self, opts=None):
         self._mode(opts)
-        check(lib.sharc_barrier(self._comm, self._stream), self._comm,
-              "barrier")
+        self._call(lib.sharc_barrier, "barrier")
         return self._done([], [], "barrier")
 
     def alltoall_base(self, output, input, output_split_sizes,

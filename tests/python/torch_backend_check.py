@@ -161,6 +161,21 @@ def work_handles(sg, gg, tag):
           f"{tag} async all_reduce through its future")
     check(w.is_success() and w.exception() is None and
           same(w.result()[0], want), f"{tag} async handle after success")
+    # barrier synchronizes: the last rank arrives 0.3 s late, so every
+    # rank's barrier (blocking, and async + wait) lasts about that long
+    last = dist.get_world_size(sg) - 1
+    for mode in ("blocking", "async"):
+        if r == last:
+            time.sleep(0.3)
+        t0 = time.monotonic()
+        if mode == "blocking":
+            dist.barrier(group=sg)
+        else:
+            dist.barrier(group=sg, async_op=True).wait()
+        took = time.monotonic() - t0
+        check(r == last or took >= 0.2,
+              f"{tag} {mode} barrier returned after {took * 1e3:.1f} ms "
+              f"while rank {last} was 300 ms late")
     for _ in range(8):  # dropped handles: nobody waits, nothing is kept
         dist.all_reduce(x.clone(), group=sg, async_op=True)
         dist.all_gather_into_tensor(

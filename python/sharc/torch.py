@@ -82,6 +82,15 @@ def _check_tensor(t, what):
                          f".contiguous() first")
 
 
+def _settle(fut, result, err):
+    """Completes fut with result, or with err when it is not None."""
+    if err is None:
+        fut.set_result(result)
+    else:
+        fut.set_exception(err)
+    return fut
+
+
 class _Waiter:
     """One thread per group for what no caller waits on: it completes the
     futures that get_future() handed out, and it holds the tensors of a
@@ -120,7 +129,9 @@ class _Work(dist.Work):
 
     def _finish(self):
         """Waits for the call (once, whoever asks first); returns its
-        error or None."""
+        error or None. A future handed out is completed after the lock is
+        released: its callbacks may call this Work again."""
+        fut = None
         with self._lock:
             if not self._done:
                 st = lib.sharc_event_synchronize(self._ev)
@@ -132,12 +143,10 @@ class _Work(dist.Work):
                 self._pg._events.append(self._ev)  # atomic under the GIL
                 self._ev = self._keep = None
                 self._done = True
-                if self._fut is not None:
-                    if self._err is None:
-                        self._fut.set_result(self._res)
-                    else:
-                        self._fut.set_exception(self._err)
-            return self._err
+                fut = self._fut
+        if fut is not None:
+            _settle(fut, self._res, self._err)
+        return self._err
 
     def wait(self, timeout=None):
         err = self._finish()
@@ -168,16 +177,14 @@ class _Work(dist.Work):
 
     def get_future(self):
         with self._lock:
-            if self._fut is None:
-                self._fut = torch.futures.Future()
-                if self._done:
-                    if self._err is None:
-                        self._fut.set_result(self._res)
-                    else:
-                        self._fut.set_exception(self._err)
-                else:
-                    self._pg._waiter.q.put(self._finish)
-            return self._fut
+            if self._fut is not None:
+                return self._fut
+            self._fut = torch.futures.Future()
+            if not self._done:  # _finish completes it
+                self._pg._waiter.q.put(self._finish)
+                return self._fut
+        _settle(self._fut, self._res, self._err)  # no callback yet
+        return self._fut
 
     def result(self):
         self.wait()
@@ -214,9 +221,7 @@ class _DoneWork(dist.Work):
         return None
 
     def get_future(self):
-        fut = torch.futures.Future()
-        fut.set_result(self._result)
-        return fut
+        return _settle(torch.futures.Future(), self._result, None)
 
     def result(self):
         return self._result

@@ -159,6 +159,16 @@ def work_handles(sg, gg, tag):
           f"is_completed {w.is_completed()}, callbacks run {len(seen)}")
     check(same(a, want) and seen and same(seen[0][0], want),
           f"{tag} async all_reduce through its future")
+    # a callback may call its Work again (DDP-style hooks): no deadlock
+    c = x.clone()
+    w2 = dist.all_reduce(c, group=sg, async_op=True)
+    fut2 = w2.get_future().then(lambda f: (w2.wait(), w2.is_completed()))
+    deadline = time.monotonic() + 60
+    while not fut2.done() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    check(fut2.done() and fut2.value() == (True, True) and same(c, want),
+          f"{tag} a future callback calling its Work's wait(): done "
+          f"{fut2.done()}")
     check(w.is_success() and w.exception() is None and
           same(w.result()[0], want), f"{tag} async handle after success")
     # barrier synchronizes: the last rank arrives 0.3 s late, so every

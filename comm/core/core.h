@@ -141,6 +141,16 @@ const char *err_last(void);
   X(CUDA_SLOT_BYTES, "SHARC_CUDA_SLOT_BYTES", "2097152",                       \
     "direct path: bytes of each of the two device staging slots per rank "     \
     "(a call moves through them in pieces of at most this size)")              \
+  X(CUDA_INPLACE_BYTES, "SHARC_CUDA_INPLACE_BYTES", "262144",                  \
+    "direct path: all-gather, broadcast, reduce-scatter and all-reduce of at " \
+    "least this many bytes exchange their buffers' CUDA IPC handles as they "  \
+    "are enqueued (the enqueue waits for the peers') and, where every buffer " \
+    "the peers read is registered device memory (sharc_mem_register), read "   \
+    "them in place instead of through the slots; -1: never")                   \
+  X(CUDA_INPLACE_UNREG_BYTES, "SHARC_CUDA_INPLACE_UNREG_BYTES", "4194304",     \
+    "direct path: such calls of at least this many bytes also read "           \
+    "unregistered cudaMalloc buffers in place, through a mapping cached "      \
+    "until the next sharc_stream_synchronize; -1: never")                      \
   X(CUDA_PIPE_BYTES, "SHARC_CUDA_PIPE_BYTES", "1048576",                       \
     "staged path: the copies between device and staging go in pieces of at "   \
     "least this many bytes, each just before the round that needs it or "      \

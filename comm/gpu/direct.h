@@ -48,6 +48,29 @@
  *               block r of every rank's slot
  *   barrier     one step: publish, wait for every peer's ready word
  *
+ * In place (direct_inplace.c). All-gather, broadcast, reduce-scatter and
+ * all-reduce of at least SHARC_CUDA_INPLACE_BYTES (every buffer the peers
+ * read registered with sharc_mem_register) or SHARC_CUDA_INPLACE_UNREG_BYTES
+ * (any cudaMalloc memory) skip the slots: at enqueue the ranks exchange
+ * their buffers' CUDA IPC handles in the call's turn (over the host
+ * transport: the enqueue waits for the peers' enqueues, never for the
+ * device), map them (cached; registered ones until their owner
+ * deregisters) and agree that every rank could. The steps are then:
+ *
+ *   all-gather  step s: publish (the ready word only: the own sendbuf is
+ *               the data); copy every peer's block from its sendbuf
+ *   broadcast   the root publishes; the others copy from its sendbuf
+ *   reduce-     step s: publish; reduce the own block of every rank's
+ *   scatter     sendbuf into recvbuf, starting with the own
+ *   all-reduce  step s as reduce-scatter, into the own block of recvbuf;
+ *               step s+1: publish; copy every peer's block from its recvbuf
+ *
+ * and a rank whose buffers the peers read waits, before its stream goes
+ * on, until every peer's done word says it finished the last step (the
+ * caller may overwrite the buffers after the call). In-place layouts are
+ * safe: a rank writes a block of its recvbuf only after the peer that
+ * reads that block of its sendbuf published its next step.
+ *
  * Buffers may be device, managed or host memory (the copies handle each);
  * the reduction kernels touch only the device staging. Calls on different
  * CUDA streams of one communicator are chained by an event, in the order
@@ -97,10 +120,11 @@ typedef struct devcomm {
   int refs;                /* the comm's, and each stream's using it */
   int rank, n, device;
   size_t slot_bytes, stg_off, bytes;
-  uint8_t *mem;      /* this rank's buffer */
-  uint8_t **peer;    /* [n] every rank's buffer, as mapped here */
-  int *opened;       /* [n] mapped with cudaIpcOpenMemHandle */
-  pid_t *pid;        /* [n] */
+  int64_t inplace_bytes[2]; /* registered, unregistered: the thresholds */
+  uint8_t *mem;             /* this rank's buffer */
+  uint8_t **peer;           /* [n] every rank's buffer, as mapped here */
+  int *opened;              /* [n] mapped with cudaIpcOpenMemHandle */
+  pid_t *pid;               /* [n] */
   cudaStream_t side; /* internal: the abort's release, the teardown wait */
   cudaEvent_t last;  /* the end of the last call queued */
   cudaStream_t last_cs;
@@ -138,6 +162,11 @@ int dc_declined(const struct sharc_comm *comm);
 sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call, call_now_fn now,
                         const char *fn, int *declined);
 
+/* An all-gather of bytes from every rank into all, over the host transport
+ * in call's turn. */
+sharc_status_t dc_gather_now(coll_call_t *call, call_now_fn now,
+                             const void *mine, void *all, size_t bytes);
+
 /* Drops a reference (the last frees dc, waiting for the peers' reads). */
 void dc_put(devcomm_t *dc);
 
@@ -148,13 +177,42 @@ void dc_record(devcomm_t *dc);
 /* A call was queued: wakes the watchdog. */
 void wd_kick(void);
 
+/* ---- direct_inplace.c --------------------------------------------------- */
+
+struct map_slot;
+
+/* A call read in place: every rank's buffers as mapped here (NULL where
+ * the call does not read them), and the mappings held for it until the
+ * CUDA stream has passed it. */
+typedef struct {
+  const uint8_t **send, **recv; /* [n] */
+  struct map_slot **held;       /* [nheld] */
+  int nheld;
+  int registered; /* every buffer read is registered */
+} dq_inplace_t;
+
+/* Whether call is one the ranks exchange their buffers for (the same
+ * answer on every rank). */
+int di_wants(const devcomm_t *dc, const coll_call_t *call);
+
+/* The exchange, in call's turn, on every rank alike: *ip filled (the call
+ * runs in place) or not (ip->send NULL: through the slots, the mappings
+ * put back). An error fails the call: a mismatched call fails the
+ * communicator (SHARC_ERR_MISMATCH), a failed host exchange breaks it. */
+sharc_status_t di_prepare(devcomm_t *dc, coll_call_t *call, call_now_fn now,
+                          const char *fn, dq_inplace_t *ip);
+
+/* Frees ip's arrays (not the mappings it holds). */
+void di_clear(dq_inplace_t *ip);
+
 /* ---- direct_queue.c ----------------------------------------------------- */
 
-/* Queues call on cs (dc->lock held), numbering its steps from dc->step.
- * Returns 0, or the CUDA error of the first operation that failed, with
- * its name in *what (nothing after it is queued). */
+/* Queues call on cs (dc->lock held), numbering its steps from dc->step; in
+ * place where ip is not NULL. Returns 0, or the CUDA error of the first
+ * operation that failed, with its name in *what (nothing after it is
+ * queued). */
 int dq_call(devcomm_t *dc, cudaStream_t cs, const coll_call_t *call,
-            const char **what);
+            const dq_inplace_t *ip, const char **what);
 
 /* The setup's flag probe, on dc's internal stream: each rank writes its
  * probe word in every peer's buffer and waits for every peer's in its own

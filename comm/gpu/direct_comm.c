@@ -43,6 +43,7 @@ typedef struct {
   cudaIpcMemHandle_t handle;
   uint64_t base; /* its address in the owner */
   uint64_t slot_bytes;
+  int64_t inplace_bytes[2]; /* SHARC_CUDA_INPLACE_BYTES, ..._UNREG_BYTES */
   int64_t pid;
   uint64_t nonce;
   int32_t status; /* SHARC_OK, or why the owner cannot take part */
@@ -352,6 +353,16 @@ static sharc_status_t check_descs(struct sharc_comm *comm, const dc_desc_t *all,
                          "same on every rank",
                          fn, p, (unsigned long long)all[p].slot_bytes,
                          (unsigned long long)all[0].slot_bytes);
+    for (int k = 0; k < 2; k++)
+      if (all[p].inplace_bytes[k] != all[0].inplace_bytes[k])
+        return comm_record(
+            comm, SHARC_ERR_INVALID_ARG,
+            "%s on a CUDA stream (direct path): rank %d has %s=%lld, rank 0 "
+            "%lld; set the same on every rank",
+            fn, p,
+            k ? "SHARC_CUDA_INPLACE_UNREG_BYTES" : "SHARC_CUDA_INPLACE_BYTES",
+            (long long)all[p].inplace_bytes[k],
+            (long long)all[0].inplace_bytes[k]);
   }
   return SHARC_OK;
 }
@@ -448,10 +459,9 @@ static sharc_status_t dc_map(devcomm_t *dc, const dc_desc_t *all,
   return SHARC_OK;
 }
 
-/* An all-gather of bytes from every rank into all, over the host transport
- * in call's turn. */
-static sharc_status_t gather_now(coll_call_t *call, call_now_fn now,
-                                 const void *mine, void *all, size_t bytes) {
+/* direct.h */
+sharc_status_t dc_gather_now(coll_call_t *call, call_now_fn now,
+                             const void *mine, void *all, size_t bytes) {
   coll_call_t h = {.coll = SCHED_ALL_GATHER,
                    .sendbuf = mine,
                    .recvbuf = all,
@@ -471,7 +481,7 @@ static sharc_status_t agree(coll_call_t *call, call_now_fn now,
   int32_t me = (int32_t)mine, *all = calloc((size_t)comm->nranks, sizeof *all);
   if (!all)
     return comm_record(comm, SHARC_ERR_NO_MEM, "%s: out of memory", fn);
-  sharc_status_t st = gather_now(call, now, &me, all, sizeof me);
+  sharc_status_t st = dc_gather_now(call, now, &me, all, sizeof me);
   for (int p = 0; st == SHARC_OK && p < comm->nranks; p++)
     if (all[p] != SHARC_OK)
       st = comm_record(comm, (sharc_status_t)all[p],
@@ -531,6 +541,10 @@ sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call, call_now_fn now,
   dc_desc_t mine;
   memset(&mine, 0, sizeof mine);
   mine.slot_bytes = dc->slot_bytes;
+  dc->inplace_bytes[0] = mine.inplace_bytes[0] =
+      param_int(PARAM_CUDA_INPLACE_BYTES);
+  dc->inplace_bytes[1] = mine.inplace_bytes[1] =
+      param_int(PARAM_CUDA_INPLACE_UNREG_BYTES);
   mine.pid = (int64_t)getpid();
   mine.nonce = gs_process_nonce();
   int autom = gpu_path_chosen("auto");
@@ -538,7 +552,7 @@ sharc_status_t dc_setup(dev_stream_t *ds, coll_call_t *call, call_now_fn now,
   if (st != SHARC_OK)
     say(autom, err_last());
   mine.status = (int32_t)st;
-  st = gather_now(call, now, &mine, all, sizeof mine);
+  st = dc_gather_now(call, now, &mine, all, sizeof mine);
   if (st == SHARC_OK)
     st = check_descs(comm, all, fn);
   if (st == SHARC_OK) {

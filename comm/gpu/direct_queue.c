@@ -131,11 +131,12 @@ sharc_status_t dq_probe(devcomm_t *dc, const char *fn) {
   return SHARC_OK;
 }
 
-/* dst = OP over every rank r' of slot(r', s) + at, len elements, starting
+/* dst = OP over every rank r' of its source + at, len elements, starting
  * with this rank's own, AVG's division included: one kernel reading every
- * rank's slot (up to 8 ranks; f16/bf16 accumulate in f32). */
+ * rank's slot s (base NULL) or buffer base[r'] (up to 8 ranks; f16/bf16
+ * accumulate in f32). */
 static void q_reduce(q_t *q, const coll_call_t *call, void *dst, uint32_t s,
-                     size_t at, size_t len) {
+                     const uint8_t *const *base, size_t at, size_t len) {
   const devcomm_t *dc = q->dc;
   size_t esize = sharc_dtype_size(call->dtype);
   const void *stack[64] = {0};
@@ -145,8 +146,10 @@ static void q_reduce(q_t *q, const coll_call_t *call, void *dst, uint32_t s,
     q_fail(q, (int)cudaErrorMemoryAllocation, "the reduction's sources");
     return;
   }
-  for (int i = 0; i < dc->n; i++)
-    srcs[i] = slot(dc, (dc->rank + i) % dc->n, s) + at * esize;
+  for (int i = 0; i < dc->n; i++) {
+    int p = (dc->rank + i) % dc->n;
+    srcs[i] = (base ? base[p] : slot(dc, p, s)) + at * esize;
+  }
   q_fail(
       q,
       kernel_dev_reduce_n(call->dtype, call->op, dst, srcs, dc->n, len, q->cs),
@@ -313,7 +316,7 @@ static void q_reductions(q_t *q, const coll_call_t *call) {
       block(m, dc->n, dc->rank, &off, &len);
     }
     q_claim(q, t);
-    q_reduce(q, call, slot(dc, dc->rank, t), s, off, len);
+    q_reduce(q, call, slot(dc, dc->rank, t), s, NULL, off, len);
     if (rs) {
       q_copy(q, recv + o * esize, slot(dc, dc->rank, t), m * esize);
     } else {
@@ -330,6 +333,68 @@ static void q_reductions(q_t *q, const coll_call_t *call) {
   }
 }
 
+/* The steps of call in place. */
+static uint32_t inplace_steps(const coll_call_t *call) {
+  return call->coll == SCHED_ALL_REDUCE ? 2 : 1;
+}
+
+/* all-gather, broadcast, reduce-scatter and all-reduce reading the peers'
+ * buffers (direct.h, "In place"). */
+static void q_inplace(q_t *q, const coll_call_t *call, const dq_inplace_t *ip) {
+  devcomm_t *dc = q->dc;
+  int r = dc->rank, n = dc->n, root = call->root;
+  size_t esize = sharc_dtype_size(call->dtype), cb = call->count * esize;
+  uint8_t *recv = call->recvbuf;
+  uint32_t s = ++dc->step;
+  size_t off, len;
+  switch (call->coll) {
+  case SCHED_ALL_GATHER:
+    q_publish(q, s);
+    for (int i = 0; i < n; i++) {
+      int p = (r + i) % n;
+      if (i)
+        q_await(q, p, s);
+      q_copy(q, recv + (size_t)p * cb, ip->send[p], cb);
+    }
+    break;
+  case SCHED_BROADCAST:
+    if (r == root) {
+      q_publish(q, s);
+    } else {
+      q_await(q, root, s);
+    }
+    q_copy(q, recv, ip->send[root], cb);
+    break;
+  case SCHED_REDUCE_SCATTER:
+    q_publish(q, s);
+    for (int i = 1; i < n; i++)
+      q_await(q, (r + i) % n, s);
+    q_reduce(q, call, recv, s, ip->send, (size_t)r * call->count, call->count);
+    break;
+  default: /* all-reduce */
+    q_publish(q, s);
+    for (int i = 1; i < n; i++)
+      q_await(q, (r + i) % n, s);
+    block(call->count, n, r, &off, &len);
+    q_reduce(q, call, recv + off * esize, s, ip->send, off, len);
+    s = ++dc->step;
+    q_publish(q, s);
+    for (int i = 1; i < n; i++) {
+      int p = (r + i) % n;
+      block(call->count, n, p, &off, &len);
+      q_await(q, p, s);
+      q_copy(q, recv + off * esize, ip->recv[p] + off * esize, len * esize);
+    }
+    break;
+  }
+  q_done(q, s);
+  /* the caller may overwrite what the peers read once the call is over */
+  if (call->coll != SCHED_BROADCAST || r == root)
+    for (int p = 0; p < n; p++)
+      if (p != r)
+        q_wait(q, word(dc, r, n + p), s);
+}
+
 /* barrier: one step, nothing moved. */
 static void q_barrier(q_t *q) {
   uint32_t s = ++q->dc->step;
@@ -341,20 +406,23 @@ static void q_barrier(q_t *q) {
 }
 
 /* Queues call on cs (dc->lock held). */
-static void q_call(q_t *q, const coll_call_t *call) {
+static void q_call(q_t *q, const coll_call_t *call, const dq_inplace_t *ip) {
   devcomm_t *dc = q->dc;
   size_t esize = sharc_dtype_size(call->dtype);
   size_t cb = call->count * esize;
   if (dc->have_last && dc->last_cs != q->cs)
     q_fail(q, (int)cudaStreamWaitEvent(q->cs, dc->last, 0),
            "cudaStreamWaitEvent (the previous call, on another stream)");
-  uint32_t last = dc->step + call_steps(dc, call, esize);
+  uint32_t last =
+      dc->step + (ip ? inplace_steps(call) : call_steps(dc, call, esize));
   q_write(q, (uint32_t *)(uintptr_t)dc->words_dev, last);
   if (dc->n == 1) { /* nobody to wait for */
     if (call->coll != SCHED_BARRIER)
       q_copy(q, call->recvbuf, call->sendbuf, cb);
     dc->step = last;
     q_write(q, (uint32_t *)(uintptr_t)dc->words_dev + 1, last);
+  } else if (ip) {
+    q_inplace(q, call, ip);
   } else {
     switch (call->coll) {
     case SCHED_ALL_GATHER:
@@ -382,9 +450,9 @@ static void q_call(q_t *q, const coll_call_t *call) {
 }
 
 int dq_call(devcomm_t *dc, cudaStream_t cs, const coll_call_t *call,
-            const char **what) {
+            const dq_inplace_t *ip, const char **what) {
   q_t q = {.dc = dc, .cs = cs};
-  q_call(&q, call);
+  q_call(&q, call, ip);
   *what = q.what;
   return q.err;
 }

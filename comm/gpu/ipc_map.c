@@ -53,6 +53,29 @@ static uint64_t buffer_id(const void *p) {
   return id;
 }
 
+/* ipc_map.h */
+int ipc_peers_read(const coll_call_t *call, int b, int rank) {
+  switch (call->coll) {
+  case SCHED_ALL_REDUCE:
+    return 1;
+  case SCHED_BROADCAST:
+    return b == BUF_SEND && rank == call->root;
+  default:
+    return b == BUF_SEND;
+  }
+}
+
+ipc_sig_t ipc_signature(const coll_call_t *call) {
+  ipc_sig_t g = {.coll = (int32_t)call->coll,
+                 .dtype = (int32_t)call->dtype,
+                 .op = (int32_t)call->op,
+                 .root = call->coll == SCHED_BROADCAST ? call->root : 0,
+                 .count = call->count};
+  if (call->coll == SCHED_ALL_GATHER || call->coll == SCHED_BROADCAST)
+    g.op = 0; /* not read */
+  return g;
+}
+
 /* Fills b for buffer p (len bytes) of this rank; shared: peers read it. */
 void ipc_share(const void *p, size_t len, int shared, ipc_buf_t *b) {
   memset(b, 0, sizeof *b);

@@ -74,6 +74,14 @@ typedef struct {
   cudaEvent_t ev;
 } ipc_ctx_t;
 
+/* Whether peers read buffer b (BUF_*) of rank in call, on the paths that
+ * read peers' buffers in place (ipc, direct): all-reduce both, broadcast
+ * the root's send, all-gather and reduce-scatter the send. */
+int ipc_peers_read(const coll_call_t *call, int b, int rank);
+
+/* What every rank's call must agree on before it reads a peer's buffer. */
+ipc_sig_t ipc_signature(const coll_call_t *call);
+
 /* Fills b for buffer p (len bytes) of this rank; shared: peers read it. */
 void ipc_share(const void *p, size_t len, int shared, ipc_buf_t *b);
 

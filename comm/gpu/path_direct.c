@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "devptr.h"
+#include "ipc_map.h"
 
 /* This path's index in dev_stream_t.path_state (gpu_paths). */
 #define DIRECT_SLOT 0
@@ -43,13 +44,90 @@ static sharc_status_t direct_check_env(const char *fn) {
 
 /* ---- the path ----------------------------------------------------------- */
 
+/* Peers' allocations mapped for calls read in place, held until the CUDA
+ * stream has passed the event recorded after the last of them (ev NULL:
+ * until the next synchronize). */
+typedef struct held {
+  struct held *next;
+  cudaEvent_t ev;
+  map_slot_t **maps;
+  int nmaps;
+} held_t;
+
 /* A CUDA stream's state of this path: the device comms its calls used since
  * its last synchronize (each holding a reference), whose failures that
- * synchronize returns. */
+ * synchronize returns, and the mappings its calls in place hold. */
 typedef struct {
   devcomm_t **used;
   int nused, cap;
+  held_t *held;
+  int mapped; /* since the last synchronize: trim the cache there */
 } direct_ctx_t;
+
+static void held_free(held_t *h) {
+  for (int i = 0; i < h->nmaps; i++)
+    ipc_map_put(h->maps[i]);
+  if (h->ev)
+    (void)cudaEventDestroy(h->ev);
+  free(h->maps);
+  free(h);
+}
+
+/* Puts back the mappings of the calls the CUDA stream has passed (all:
+ * every one, the stream is idle). ds->lock held. */
+static void held_release_locked(direct_ctx_t *ctx, int all) {
+  held_t **pp = &ctx->held;
+  while (*pp) {
+    held_t *h = *pp;
+    int passed = all;
+    if (!passed && h->ev) {
+      cudaError_t e = cudaEventQuery(h->ev);
+      passed = e == cudaSuccess;
+      if (e != cudaSuccess && e != cudaErrorNotReady)
+        (void)cudaGetLastError(); /* kept until the synchronize */
+    }
+    if (passed) {
+      *pp = h->next;
+      held_free(h);
+    } else {
+      pp = &h->next;
+    }
+  }
+}
+
+/* The mappings of a call just queued in place on ds->cs, held until the
+ * stream passes it. ip keeps its arrays; its held ones move here. */
+static void held_add(dev_stream_t *ds, dq_inplace_t *ip) {
+  held_t *h = calloc(1, sizeof *h);
+  pthread_mutex_lock(&ds->lock);
+  direct_ctx_t *ctx = ds->path_state[DIRECT_SLOT];
+  if (!h || !ctx) { /* note_use made ctx; h: kept until freed below */
+    pthread_mutex_unlock(&ds->lock);
+    free(h);
+    /* no record of them: wait for the stream before letting go */
+    (void)cudaStreamSynchronize(ds->cs);
+    (void)cudaGetLastError();
+    for (int i = 0; i < ip->nheld; i++)
+      ipc_map_put(ip->held[i]);
+    ip->nheld = 0;
+    return;
+  }
+  h->maps = ip->held;
+  h->nmaps = ip->nheld;
+  ip->held = NULL;
+  ip->nheld = 0;
+  if (cudaEventCreateWithFlags(&h->ev, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventRecord(h->ev, ds->cs) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (h->ev)
+      (void)cudaEventDestroy(h->ev);
+    h->ev = NULL;
+  }
+  h->next = ctx->held;
+  ctx->held = h;
+  ctx->mapped = 1;
+  pthread_mutex_unlock(&ds->lock);
+}
 
 /* ds->lock held (sharc_stream_synchronize does not take the enqueueing
  * side's lock). */
@@ -136,12 +214,29 @@ static sharc_status_t direct_stage(dev_stream_t *ds, coll_call_t *call,
     comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
     return st;
   }
+  /* Large calls: the buffers' handles exchanged in the call's turn; in
+   * place where every rank can read its peers' (the same choice on every
+   * rank). A refusal here is every rank's: nothing is queued anywhere. */
+  dq_inplace_t ip = {0};
+  if (di_wants(dc, call)) {
+    pthread_mutex_lock(&ds->lock);
+    direct_ctx_t *ctx = ds->path_state[DIRECT_SLOT];
+    if (ctx)
+      held_release_locked(ctx, 0);
+    pthread_mutex_unlock(&ds->lock);
+    if ((st = di_prepare(dc, call, now, fn, &ip)) != SHARC_OK)
+      return st;
+  }
   const char *what = NULL;
   pthread_mutex_lock(&dc->lock);
-  int err = dq_call(dc, ds->cs, call, &what);
+  int err = dq_call(dc, ds->cs, call, ip.send ? &ip : NULL, &what);
   atomic_store(&dc->issued, dc->step);
   pthread_mutex_unlock(&dc->lock);
   wd_kick();
+  if (ip.send) {
+    held_add(ds, &ip);
+    di_clear(&ip);
+  }
   if (!err)
     return SHARC_OK;
   /* The peers wait for steps this rank did not queue: fail the comm, which
@@ -161,11 +256,16 @@ static sharc_status_t direct_synced(dev_stream_t *ds) {
   direct_ctx_t *ctx = ds->path_state[DIRECT_SLOT];
   devcomm_t **used = ctx ? ctx->used : NULL;
   int nused = ctx ? ctx->nused : 0;
+  int mapped = ctx && ctx->mapped;
   if (ctx) {
     ctx->used = NULL;
     ctx->nused = ctx->cap = 0;
+    held_release_locked(ctx, 1);
+    ctx->mapped = 0;
   }
   pthread_mutex_unlock(&ds->lock);
+  if (mapped) /* unregistered peers' allocations: mapped again next time */
+    ipc_map_trim();
   sharc_status_t st = SHARC_OK;
   for (int i = 0; i < nused; i++) {
     devcomm_t *dc = used[i];

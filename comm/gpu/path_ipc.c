@@ -168,30 +168,6 @@ static sharc_status_t local_fail(ipc_call_t *c, cudaError_t e,
   return SHARC_ERR_CUDA;
 }
 
-/* Whether peers read buffer b of rank: all-reduce both, broadcast the
- * root's send, all-gather and reduce-scatter the send. */
-static int peers_read(const coll_call_t *call, int b, int rank) {
-  switch (call->coll) {
-  case SCHED_ALL_REDUCE:
-    return 1;
-  case SCHED_BROADCAST:
-    return b == BUF_SEND && rank == call->root;
-  default:
-    return b == BUF_SEND;
-  }
-}
-
-static ipc_sig_t signature(const coll_call_t *call) {
-  ipc_sig_t g = {.coll = (int32_t)call->coll,
-                 .dtype = (int32_t)call->dtype,
-                 .op = (int32_t)call->op,
-                 .root = call->coll == SCHED_BROADCAST ? call->root : 0,
-                 .count = call->count};
-  if (call->coll == SCHED_ALL_GATHER || call->coll == SCHED_BROADCAST)
-    g.op = 0; /* not read */
-  return g;
-}
-
 /* Why rank r's descriptor cannot take part, or NULL. */
 static const char *refusal(const ipc_call_t *c, int r, const char **buf) {
   static const char *const name[NBUF] = {"sendbuf", "recvbuf"};
@@ -229,9 +205,10 @@ static sharc_status_t exchange(ipc_call_t *c) {
     int used = !(b == BUF_SEND && call->coll == SCHED_BROADCAST &&
                  c->rank != call->root);
     if (used)
-      ipc_share(bufs[b], len[b], peers_read(call, b, c->rank), &mine.buf[b]);
+      ipc_share(bufs[b], len[b], ipc_peers_read(call, b, c->rank),
+                &mine.buf[b]);
   }
-  mine.sig = signature(call);
+  mine.sig = ipc_signature(call);
   mine.pid = (int64_t)getpid();
   mine.nonce = gs_process_nonce();
   CHECK(host_coll(c, SCHED_ALL_GATHER, &mine, c->all, sizeof mine));

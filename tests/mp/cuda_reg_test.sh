@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# cuda_reg_test.sh - registered device memory on the CUDA IPC path
-# (sharc_mem_register): cuda_reg runs two phases of all-reduces with a synchronize after
+# cuda_reg_test.sh - registered device memory read in place by the peers
+# (sharc_mem_register), on the CUDA IPC path or the direct path: cuda_reg
+# runs two phases of all-reduces with a synchronize after
 # each call, then a third that frees registered buffers without
 # deregistering them (3 calls), first on registered buffers, then on
 # unregistered ones, and this script counts each rank's "CUDA IPC: mapped a
@@ -13,15 +14,22 @@
 #   unregistered  mapped again after every synchronize
 #                 ((4 x calls + 6) x (N-1))
 # and cuda_reg itself checks the sums and the registration's refusals.
+# On the direct path (PATH direct) the 1 MiB calls read registered buffers
+# in place by default (SHARC_CUDA_INPLACE_BYTES); the script sets
+# SHARC_CUDA_INPLACE_UNREG_BYTES to 1 MiB so that unregistered ones are read
+# in place too, through mappings closed at each synchronize, as on the IPC
+# path, and also counts the path's trace of each call: at least 2 x K calls
+# per rank "in place (registered buffers)", resp. "(unregistered buffers)".
 #
-#   cuda_reg_test.sh SHARCRUN CUDA_REG [N]
+#   cuda_reg_test.sh SHARCRUN CUDA_REG [N [PATH]]
 #
 # Exit 0 passed, 1 failed, 77 without a CUDA device (the SKIP line).
 set -u
-run=$1 prog=$2 n=${3:-3} iters=5
+run=$1 prog=$2 n=${3:-3} path=${4:-ipc} iters=5
 W=$(mktemp -d "${TMPDIR:-/tmp}/cuda_reg.XXXXXX")
 trap 'rm -rf "$W"' EXIT
-export SHARC_CUDA_PATH=ipc SHARC_DEBUG=TRACE SHARC_DEBUG_SUBSYS=CUDA
+export SHARC_CUDA_PATH=$path SHARC_DEBUG=TRACE SHARC_DEBUG_SUBSYS=CUDA
+[ "$path" = direct ] && export SHARC_CUDA_INPLACE_UNREG_BYTES=1048576
 export SHARC_TIMEOUT=${SHARC_TIMEOUT:-60}
 fails=0
 for reg in 1 0; do
@@ -66,7 +74,18 @@ for reg in 1 0; do
         fails=$((fails + 1))
       fi
     fi
-    echo "rank $r, $([ $reg -eq 1 ] && echo registered || echo unregistered):" \
+    kind=$([ $reg -eq 1 ] && echo registered || echo unregistered)
+    if [ "$path" = direct ]; then
+      inplace=$(grep -c "^\[$r\] .*sharc_all_reduce: [0-9]* bytes in place ($kind buffers)" "$log")
+      if [ "$inplace" -lt $((2 * iters)) ]; then
+        echo "FAIL: $kind: rank $r read its peers' buffers in place in" \
+          "$inplace calls (want at least $((2 * iters)): every call of" \
+          "phases 1 and 2)"
+        fails=$((fails + 1))
+      fi
+      echo "rank $r, $kind: $inplace calls in place"
+    fi
+    echo "rank $r, $kind:" \
       "mapped $opened peer allocations, closed $closed ($iters calls x 2" \
       "phases, then 3)"
   done

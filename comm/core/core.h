@@ -146,11 +146,17 @@ const char *err_last(void);
     "least this many bytes exchange their buffers' CUDA IPC handles as they "  \
     "are enqueued (the enqueue waits for the peers') and, where every buffer " \
     "the peers read is registered device memory (sharc_mem_register), read "   \
-    "them in place instead of through the slots; -1: never")                   \
+    "them in place instead of through the slots; -1: never in place")         \
   X(CUDA_INPLACE_UNREG_BYTES, "SHARC_CUDA_INPLACE_UNREG_BYTES", "4194304",     \
     "direct path: such calls of at least this many bytes also read "           \
     "unregistered cudaMalloc buffers in place, through a mapping cached "      \
     "until the next sharc_stream_synchronize; -1: never")                      \
+  X(CUDA_STAGED_REDUCE, "SHARC_CUDA_STAGED_REDUCE", "auto",                    \
+    "staged path: where reduce-scatter and all-reduce reduce: gpu (an "        \
+    "all-to-all over the host transports, then one reduction kernel per "      \
+    "chunk reading the pinned staging), host (the host collective reduces "    \
+    "the staging), auto (gpu where the communicator spans hosts); the same "   \
+    "on every rank")                                                           \
   X(CUDA_PIPE_BYTES, "SHARC_CUDA_PIPE_BYTES", "1048576",                       \
     "staged path: the copies between device and staging go in pieces of at "   \
     "least this many bytes, each just before the round that needs it or "      \

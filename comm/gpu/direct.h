@@ -188,7 +188,6 @@ typedef struct {
   const uint8_t **send, **recv; /* [n] */
   struct map_slot **held;       /* [nheld] */
   int nheld;
-  int registered; /* every buffer read is registered */
 } dq_inplace_t;
 
 /* Whether call is one the ranks exchange their buffers for (the same
@@ -197,8 +196,9 @@ int di_wants(const devcomm_t *dc, const coll_call_t *call);
 
 /* The exchange, in call's turn, on every rank alike: *ip filled (the call
  * runs in place) or not (ip->send NULL: through the slots, the mappings
- * put back). An error fails the call: a mismatched call fails the
- * communicator (SHARC_ERR_MISMATCH), a failed host exchange breaks it. */
+ * put back). An error fails the call: a mismatch, which every rank sees
+ * and refuses alike (SHARC_ERR_MISMATCH, nothing queued), or a failed
+ * host exchange or allocation, which breaks the communicator. */
 sharc_status_t di_prepare(devcomm_t *dc, coll_call_t *call, call_now_fn now,
                           const char *fn, dq_inplace_t *ip);
 

@@ -40,8 +40,10 @@ int di_wants(const devcomm_t *dc, const coll_call_t *call) {
     return 0;
   }
   size_t size = call_size(dc, call);
-  return dc->n > 1 && (reaches(size, dc->inplace_bytes[0]) ||
-                       reaches(size, dc->inplace_bytes[1]));
+  /* SHARC_CUDA_INPLACE_BYTES=-1: never, whatever the other says */
+  return dc->n > 1 && dc->inplace_bytes[0] >= 0 &&
+         (reaches(size, dc->inplace_bytes[0]) ||
+          reaches(size, dc->inplace_bytes[1]));
 }
 
 void di_clear(dq_inplace_t *ip) {
@@ -51,6 +53,13 @@ void di_clear(dq_inplace_t *ip) {
   memset(ip, 0, sizeof *ip);
 }
 
+/* What a rank offers: its buffers, and whether each is aligned to the
+ * element (the reduction kernel reads and writes whole elements). */
+typedef struct {
+  ipc_desc_t d;
+  int32_t misaligned[NBUF];
+} di_desc_t;
+
 /* Whether rank p's buffer b is read by the others. */
 static int read_by_peers(const coll_call_t *call, int b, int p) {
   return ipc_peers_read(call, b, p);
@@ -59,13 +68,16 @@ static int read_by_peers(const coll_call_t *call, int b, int p) {
 /* Why the call cannot run in place, from every rank's descriptor (the same
  * answer on every rank), or NULL; *reg: every buffer read is registered. */
 static const char *refusal(const devcomm_t *dc, const coll_call_t *call,
-                           const ipc_desc_t *all, int *reg) {
-  int kernel_dst =
+                           const di_desc_t *all, int *reg) {
+  int kernel =
       call->coll == SCHED_REDUCE_SCATTER || call->coll == SCHED_ALL_REDUCE;
   *reg = 1;
   for (int p = 0; p < dc->n; p++)
     for (int b = 0; b < NBUF; b++) {
-      const ipc_buf_t *d = &all[p].buf[b];
+      const ipc_buf_t *d = &all[p].d.buf[b];
+      if (kernel && all[p].misaligned[b])
+        return "a buffer the reduction reads or writes is not aligned to "
+               "its element type";
       if (read_by_peers(call, b, p)) {
         if (d->state != BS_OK)
           return d->state == BS_HOST      ? "a buffer the peers read is host "
@@ -76,8 +88,7 @@ static const char *refusal(const devcomm_t *dc, const coll_call_t *call,
                                             "be shared through CUDA IPC";
         *reg &= d->reg;
       }
-      if (b == BUF_RECV && kernel_dst && d->state != BS_OK &&
-          d->state != BS_LOCAL)
+      if (b == BUF_RECV && kernel && d->state != BS_OK && d->state != BS_LOCAL)
         return "a recvbuf the reduction writes is not device memory";
     }
   return NULL;
@@ -87,37 +98,33 @@ static const char *refusal(const devcomm_t *dc, const coll_call_t *call,
  * that failed, or -1 when none did; an error when the exchange failed. */
 static sharc_status_t first_failed(devcomm_t *dc, coll_call_t *call,
                                    call_now_fn now, sharc_status_t mine,
-                                   int *who) {
-  int32_t me = (int32_t)mine, *all = calloc((size_t)dc->n, sizeof *all);
-  if (!all)
-    return comm_record(call->comm, SHARC_ERR_NO_MEM, "%s: out of memory",
-                       sched_coll_fn(call->coll));
+                                   int32_t *all, int *who) {
+  int32_t me = (int32_t)mine;
   sharc_status_t st = dc_gather_now(call, now, &me, all, sizeof me);
   *who = -1;
   for (int p = 0; st == SHARC_OK && p < dc->n && *who < 0; p++)
     if (all[p] != SHARC_OK)
       *who = p;
-  free(all);
   return st;
 }
 
 /* Maps the peers' buffers the call reads into ip; a failure is described
  * in msg. */
 static sharc_status_t map_peers(devcomm_t *dc, const coll_call_t *call,
-                                const ipc_desc_t *all, dq_inplace_t *ip,
+                                const di_desc_t *all, dq_inplace_t *ip,
                                 char *msg, size_t msg_n) {
   pid_t self = getpid();
   for (int p = 0; p < dc->n; p++)
     if (p != dc->rank)
-      ipc_map_expire(&all[p]);
+      ipc_map_expire(&all[p].d);
   ip->send[dc->rank] = call->sendbuf;
   ip->recv[dc->rank] = call->recvbuf;
   for (int p = 0; p < dc->n; p++) {
     for (int b = 0; b < NBUF && p != dc->rank; b++) {
       if (!read_by_peers(call, b, p))
         continue;
-      const ipc_buf_t *d = &all[p].buf[b];
-      const ipc_desc_t *o = &all[p];
+      const ipc_buf_t *d = &all[p].d.buf[b];
+      const ipc_desc_t *o = &all[p].d;
       const uint8_t *ptr;
       if (o->pid == (int64_t)self && o->nonce == gs_process_nonce()) {
         ptr = (const uint8_t *)(uintptr_t)(d->base + d->off);
@@ -149,74 +156,84 @@ static void drop(dq_inplace_t *ip) {
   di_clear(ip);
 }
 
+/* An allocation failed before or between the exchanges: this rank cannot
+ * take part, and its peers wait in them, so the communicator fails. */
+static sharc_status_t no_mem(struct sharc_comm *comm, const char *fn) {
+  sharc_status_t st =
+      comm_error(comm, SHARC_ERR_NO_MEM,
+                 "%s on a CUDA stream (direct path): out of memory", fn);
+  comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
+  return st;
+}
+
 sharc_status_t di_prepare(devcomm_t *dc, coll_call_t *call, call_now_fn now,
                           const char *fn, dq_inplace_t *ip) {
   memset(ip, 0, sizeof *ip);
   struct sharc_comm *comm = call->comm;
   int n = dc->n, r = dc->rank;
-  size_t cb = call->count * sharc_dtype_size(call->dtype);
-  ipc_desc_t mine;
+  size_t esize = sharc_dtype_size(call->dtype), cb = call->count * esize;
+  di_desc_t *all = calloc((size_t)n, sizeof *all);
+  int32_t *status = calloc((size_t)n, sizeof *status);
+  ip->send = calloc((size_t)n, sizeof *ip->send);
+  ip->recv = calloc((size_t)n, sizeof *ip->recv);
+  ip->held = calloc(2 * (size_t)n, sizeof *ip->held);
+  if (!all || !status || !ip->send || !ip->recv || !ip->held) {
+    free(all);
+    free(status);
+    di_clear(ip);
+    return no_mem(comm, fn);
+  }
+  di_desc_t mine;
   memset(&mine, 0, sizeof mine);
   /* the epoch first: a deregistration after it shows in the next call */
-  mine.epoch = mem_dev_epoch();
+  mine.d.epoch = mem_dev_epoch();
   const void *bufs[NBUF] = {call->sendbuf, call->recvbuf};
   size_t len[NBUF] = {call->coll == SCHED_REDUCE_SCATTER ? cb * (size_t)n : cb,
                       call->coll == SCHED_ALL_GATHER ? cb * (size_t)n : cb};
   for (int b = 0; b < NBUF; b++)
-    if (!(b == BUF_SEND && call->coll == SCHED_BROADCAST && r != call->root))
-      ipc_share(bufs[b], len[b], read_by_peers(call, b, r), &mine.buf[b]);
-  mine.sig = ipc_signature(call);
-  mine.pid = (int64_t)getpid();
-  mine.nonce = gs_process_nonce();
-  ipc_desc_t *all = calloc((size_t)n, sizeof *all);
-  if (!all)
-    return comm_error(comm, SHARC_ERR_NO_MEM, "%s: out of memory", fn);
+    if (!(b == BUF_SEND && call->coll == SCHED_BROADCAST && r != call->root)) {
+      ipc_share(bufs[b], len[b], read_by_peers(call, b, r), &mine.d.buf[b]);
+      mine.misaligned[b] = (uintptr_t)bufs[b] % esize != 0;
+    }
+  mine.d.sig = ipc_signature(call);
+  mine.d.pid = (int64_t)getpid();
+  mine.d.nonce = gs_process_nonce();
   sharc_status_t st = dc_gather_now(call, now, &mine, all, sizeof mine);
   for (int p = 0; st == SHARC_OK && p < n; p++)
-    if (memcmp(&all[p].sig, &mine.sig, sizeof mine.sig)) {
+    if (memcmp(&all[p].d.sig, &mine.d.sig, sizeof mine.d.sig)) {
       /* every rank sees it and refuses alike: nothing is queued anywhere */
       st = comm_error(
           comm, SHARC_ERR_MISMATCH,
           "%s on a CUDA stream (direct path): rank %d called %s with count "
           "%llu, dtype %d, op %d, root %d; this rank: count %zu, dtype %d, "
           "op %d, root %d; every rank must make the same call",
-          fn, p, sched_coll_fn((uint32_t)all[p].sig.coll % SCHED_COLL_COUNT),
-          (unsigned long long)all[p].sig.count, all[p].sig.dtype, all[p].sig.op,
-          all[p].sig.root, call->count, (int)call->dtype, mine.sig.op,
-          mine.sig.root);
+          fn, p, sched_coll_fn((uint32_t)all[p].d.sig.coll % SCHED_COLL_COUNT),
+          (unsigned long long)all[p].d.sig.count, all[p].d.sig.dtype,
+          all[p].d.sig.op, all[p].d.sig.root, call->count, (int)call->dtype,
+          mine.d.sig.op, mine.d.sig.root);
     }
-  if (st != SHARC_OK) {
-    free(all);
-    return st;
-  }
   int reg = 0;
   size_t size = call_size(dc, call);
-  const char *why = refusal(dc, call, all, &reg);
-  if (!why && !reaches(size, dc->inplace_bytes[1]) &&
+  const char *why = st == SHARC_OK ? refusal(dc, call, all, &reg) : NULL;
+  if (st == SHARC_OK && !why && !reaches(size, dc->inplace_bytes[1]) &&
       !(reg && reaches(size, dc->inplace_bytes[0])))
     why = reg ? "below SHARC_CUDA_INPLACE_BYTES"
               : "a buffer the peers read is not registered, and the call is "
                 "below SHARC_CUDA_INPLACE_UNREG_BYTES";
-  if (why) {
-    TRACE(SUB_CUDA, "%s: %zu bytes through the slots: %s", fn, size, why);
+  if (st != SHARC_OK || why) {
+    if (why)
+      TRACE(SUB_CUDA, "%s: %zu bytes through the slots: %s", fn, size, why);
     free(all);
-    return SHARC_OK;
+    free(status);
+    di_clear(ip);
+    return st;
   }
-  ip->send = calloc((size_t)n, sizeof *ip->send);
-  ip->recv = calloc((size_t)n, sizeof *ip->recv);
-  ip->held = calloc(2 * (size_t)n, sizeof *ip->held);
-  ip->registered = reg;
   char msg[320] = "";
-  sharc_status_t mapped = SHARC_OK;
-  if (!ip->send || !ip->recv || !ip->held) {
-    snprintf(msg, sizeof msg, "out of memory");
-    mapped = SHARC_ERR_NO_MEM;
-  } else {
-    mapped = map_peers(dc, call, all, ip, msg, sizeof msg);
-  }
+  sharc_status_t mapped = map_peers(dc, call, all, ip, msg, sizeof msg);
   free(all);
   int who = -1;
-  st = first_failed(dc, call, now, mapped, &who);
+  st = first_failed(dc, call, now, mapped, status, &who);
+  free(status);
   if (st != SHARC_OK || who >= 0) {
     if (who == r)
       INFO(SUB_CUDA, "%s (direct path): %s; the call goes through the slots",

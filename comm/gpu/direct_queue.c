@@ -78,14 +78,23 @@ static void q_await(q_t *q, int p, uint32_t s) {
   q_wait(q, word(q->dc, q->dc->rank, p), s);
 }
 
-/* This rank finished step s (and every step before it); the watchdog sees
- * the progress. */
-static void q_done(q_t *q, uint32_t s) {
+/* This rank finished step s (and every step before it): the peers see it
+ * (q_done_peers), then the watchdog (q_done_self; until then the rank
+ * counts as inside the call). */
+static void q_done_peers(q_t *q, uint32_t s) {
   const devcomm_t *dc = q->dc;
   for (int p = 0; p < dc->n; p++)
     if (p != dc->rank)
       q_write(q, word(dc, p, dc->n + dc->rank), s);
-  q_write(q, (uint32_t *)(uintptr_t)dc->words_dev + 1, s);
+}
+
+static void q_done_self(q_t *q, uint32_t s) {
+  q_write(q, (uint32_t *)(uintptr_t)q->dc->words_dev + 1, s);
+}
+
+static void q_done(q_t *q, uint32_t s) {
+  q_done_peers(q, s);
+  q_done_self(q, s);
 }
 
 static void q_copy(q_t *q, void *dst, const void *src, size_t bytes) {
@@ -387,12 +396,15 @@ static void q_inplace(q_t *q, const coll_call_t *call, const dq_inplace_t *ip) {
     }
     break;
   }
-  q_done(q, s);
-  /* the caller may overwrite what the peers read once the call is over */
+  q_done_peers(q, s);
+  /* the caller may overwrite what the peers read once the call is over:
+   * until every peer finished reading, the watchdog sees this rank inside
+   * the call (a peer that died or stalls then fails the communicator) */
   if (call->coll != SCHED_BROADCAST || r == root)
     for (int p = 0; p < n; p++)
       if (p != r)
         q_wait(q, word(dc, r, n + p), s);
+  q_done_self(q, s);
 }
 
 /* barrier: one step, nothing moved. */

@@ -74,17 +74,20 @@ static void held_free(held_t *h) {
 }
 
 /* Puts back the mappings of the calls the CUDA stream has passed (all:
- * every one, the stream is idle). ds->lock held. */
+ * every one, the stream is idle: it is closing). A call another thread
+ * queued after a synchronize's event may still run: only its event tells.
+ * An event that fails (the context's sticky error) counts as passed: the
+ * device runs nothing more. ds->lock held. */
 static void held_release_locked(direct_ctx_t *ctx, int all) {
   held_t **pp = &ctx->held;
   while (*pp) {
     held_t *h = *pp;
     int passed = all;
-    if (!passed && h->ev) {
+    if (!passed) {
       cudaError_t e = cudaEventQuery(h->ev);
-      passed = e == cudaSuccess;
+      passed = e != cudaErrorNotReady;
       if (e != cudaSuccess && e != cudaErrorNotReady)
-        (void)cudaGetLastError(); /* kept until the synchronize */
+        (void)cudaGetLastError();
     }
     if (passed) {
       *pp = h->next;
@@ -96,37 +99,44 @@ static void held_release_locked(direct_ctx_t *ctx, int all) {
 }
 
 /* The mappings of a call just queued in place on ds->cs, held until the
- * stream passes it. ip keeps its arrays; its held ones move here. */
+ * stream passes it (an event recorded after it; without one, this waits
+ * for the stream). ip's held ones move here. */
 static void held_add(dev_stream_t *ds, dq_inplace_t *ip) {
   held_t *h = calloc(1, sizeof *h);
+  if (h) {
+    h->maps = ip->held;
+    h->nmaps = ip->nheld;
+    ip->held = NULL;
+    ip->nheld = 0;
+    if (cudaEventCreateWithFlags(&h->ev, cudaEventDisableTiming) !=
+            cudaSuccess ||
+        cudaEventRecord(h->ev, ds->cs) != cudaSuccess) {
+      (void)cudaGetLastError();
+      if (h->ev)
+        (void)cudaEventDestroy(h->ev);
+      h->ev = NULL;
+    }
+  }
   pthread_mutex_lock(&ds->lock);
-  direct_ctx_t *ctx = ds->path_state[DIRECT_SLOT];
-  if (!h || !ctx) { /* note_use made ctx; h: kept until freed below */
+  direct_ctx_t *ctx = ds->path_state[DIRECT_SLOT]; /* note_use made it */
+  if (h && h->ev && ctx) {
+    h->next = ctx->held;
+    ctx->held = h;
+    ctx->mapped = 1;
     pthread_mutex_unlock(&ds->lock);
-    free(h);
-    /* no record of them: wait for the stream before letting go */
-    (void)cudaStreamSynchronize(ds->cs);
-    (void)cudaGetLastError();
+    return;
+  }
+  pthread_mutex_unlock(&ds->lock);
+  /* no way to tell when the stream passed the call: wait for it */
+  (void)cudaStreamSynchronize(ds->cs);
+  (void)cudaGetLastError();
+  if (h) {
+    held_free(h);
+  } else {
     for (int i = 0; i < ip->nheld; i++)
       ipc_map_put(ip->held[i]);
     ip->nheld = 0;
-    return;
   }
-  h->maps = ip->held;
-  h->nmaps = ip->nheld;
-  ip->held = NULL;
-  ip->nheld = 0;
-  if (cudaEventCreateWithFlags(&h->ev, cudaEventDisableTiming) != cudaSuccess ||
-      cudaEventRecord(h->ev, ds->cs) != cudaSuccess) {
-    (void)cudaGetLastError();
-    if (h->ev)
-      (void)cudaEventDestroy(h->ev);
-    h->ev = NULL;
-  }
-  h->next = ctx->held;
-  ctx->held = h;
-  ctx->mapped = 1;
-  pthread_mutex_unlock(&ds->lock);
 }
 
 /* ds->lock held (sharc_stream_synchronize does not take the enqueueing
@@ -221,8 +231,10 @@ static sharc_status_t direct_stage(dev_stream_t *ds, coll_call_t *call,
   if (di_wants(dc, call)) {
     pthread_mutex_lock(&ds->lock);
     direct_ctx_t *ctx = ds->path_state[DIRECT_SLOT];
-    if (ctx)
+    if (ctx) {
       held_release_locked(ctx, 0);
+      ctx->mapped = 1; /* the exchange may map, also when it declines */
+    }
     pthread_mutex_unlock(&ds->lock);
     if ((st = di_prepare(dc, call, now, fn, &ip)) != SHARC_OK)
       return st;
@@ -260,7 +272,7 @@ static sharc_status_t direct_synced(dev_stream_t *ds) {
   if (ctx) {
     ctx->used = NULL;
     ctx->nused = ctx->cap = 0;
-    held_release_locked(ctx, 1);
+    held_release_locked(ctx, 0);
     ctx->mapped = 0;
   }
   pthread_mutex_unlock(&ds->lock);
@@ -288,6 +300,7 @@ static void direct_close(dev_stream_t *ds) {
   if (!ctx)
     return;
   (void)direct_synced(ds);
+  held_release_locked(ctx, 1);
   free(ctx->used);
   free(ctx);
   ds->path_state[DIRECT_SLOT] = NULL;

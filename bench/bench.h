@@ -6,6 +6,8 @@
  *   bench_sharc.c   the sharc backend;  bench_mpi.c the MPI backend (Open
  *                   MPI or MPICH, whichever CMake found);
  *   bench_nccl.c    the NCCL backend (device memory only, dlopen)
+ *   bench_ccl.cpp   the oneCCL backend (host memory, C++; built with
+ *                   -DSHARC_BENCH_CCL_ROOT, else bench_ccl_none.c)
  *   bench_cuda.c    device buffers, the bench's cudaStream_t, the GPU's
  *                   device-to-device copy rate (--mem cuda)
  *   bench_limits.c  memcpy and loopback TCP throughput of this host
@@ -173,6 +175,17 @@ const char *bench_nccl_version(void);
  * ncclScatter"); empty when it has them all or none is loaded. */
 const char *bench_nccl_missing(void);
 int bench_nccl_version_code(void);
+
+/* bench_ccl.cpp (bench_ccl_none.c without oneCCL): 1 when built with
+ * oneCCL. bench_ccl_init makes a oneCCL communicator over host's ranks
+ * (its key-value store's address travels through host->host_coll; host
+ * also carries the bench's own values); -1 with the reason on stderr. */
+int bench_ccl_available(void);
+int bench_ccl_init(backend_t *b, const opts_t *o, backend_t *host);
+/* "2022.2.0" and the ATL transport ("mpi", "ofi"); empty before
+ * bench_ccl_init or without oneCCL. */
+const char *bench_ccl_version(void);
+const char *bench_ccl_transport(void);
 
 /* bench_cuda.c: the CUDA runtime for --mem cuda. Without CUDA in the build
  * the probe finds nothing and says so; the rest fails. One device and one

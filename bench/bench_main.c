@@ -3,6 +3,8 @@
  *
  *   sharcrun -n 4 sharc-bench all_reduce -b 8 -e 256M -f 2
  *   mpirun -np 4 sharc-bench all -b 8 -e 64M -f 4 --compare mpi
+ *   mpirun -np 2 sharc-bench all_reduce -b 8 -e 64M -f 4 --compare ccl
+ *     (oneCCL, bench_ccl.cpp: Intel MPI's mpirun, bench/peers/peers_env.sh)
  *
  * Collectives: all_gather, reduce_scatter, all_reduce, broadcast, reduce,
  * gather, scatter, all_to_all (nccl-tests' alltoall; that name works too),
@@ -460,6 +462,9 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
              chk);
     if (*bench_mpi_library())
       printf("# MPI library: %s\n", bench_mpi_library());
+    if (*bench_ccl_version())
+      printf("# oneCCL version %s (ATL transport %s: CCL_ATL_TRANSPORT)\n",
+             bench_ccl_version(), bench_ccl_transport());
     if (lim)
       printf("# Limits: memcpy %.2f GB/s (one core), %.2f GB/s (%d ranks at "
              "once, per host); loopback TCP %.2f GB/s (one stream), %.2f GB/s "
@@ -498,12 +503,23 @@ int main(int argc, char **argv) {
   bench_parse(argc, argv, &o, &which);
   setvbuf(stdout, NULL, _IOLBF, 0);
 
-  backend_t sb = {0}, mb = {0}, nb = {0};
+  backend_t sb = {0}, mb = {0}, nb = {0}, cb = {0};
   backend_t *main_b = NULL, *peer_b = NULL;
   int want_mpi =
       !strcmp(o.backend, "mpi") || (o.compare && !strcmp(o.compare, "mpi"));
   int want_nccl =
       !strcmp(o.backend, "nccl") || (o.compare && !strcmp(o.compare, "nccl"));
+  int want_ccl =
+      !strcmp(o.backend, "ccl") || (o.compare && !strcmp(o.compare, "ccl"));
+  if (want_ccl && o.cuda) {
+    fprintf(stderr, "sharc-bench: --backend/--compare ccl measures oneCCL on "
+                    "host memory: use --mem host\n");
+    return 2;
+  }
+  if (want_ccl && !bench_ccl_available()) {
+    bench_ccl_init(&cb, &o, NULL); /* says how to build it */
+    return 2;
+  }
   if (want_nccl && !o.cuda) {
     fprintf(stderr, "sharc-bench: --backend/--compare nccl measures device "
                     "memory: pass --mem cuda (needs a GPU)\n");
@@ -541,16 +557,23 @@ int main(int argc, char **argv) {
     if (bench_mpi_init(&mb, &argc, &argv))
       return 2;
   }
-  /* sharc also carries NCCL's unique id, barriers and control values */
-  if ((!strcmp(o.backend, "sharc") || want_nccl) && bench_sharc_init(&sb, &o))
+  /* sharc also carries NCCL's unique id and oneCCL's store address,
+   * NCCL's barriers and both peers' control values */
+  if ((!strcmp(o.backend, "sharc") || want_nccl || want_ccl) &&
+      bench_sharc_init(&sb, &o))
     return 2;
   if (want_nccl && bench_nccl_init(&nb, &o, &sb))
     return 2;
+  if (want_ccl && bench_ccl_init(&cb, &o, &sb))
+    return 2;
   main_b = !strcmp(o.backend, "mpi")    ? &mb
            : !strcmp(o.backend, "nccl") ? &nb
+           : !strcmp(o.backend, "ccl")  ? &cb
                                         : &sb;
   if (o.compare)
-    peer_b = !strcmp(o.compare, "nccl") ? &nb : &mb;
+    peer_b = !strcmp(o.compare, "nccl")  ? &nb
+             : !strcmp(o.compare, "ccl") ? &cb
+                                         : &mb;
   backend_t *b = main_b;
   if (o.root < -1 || o.root >= b->nranks) {
     if (b->rank == 0)
@@ -601,6 +624,9 @@ int main(int argc, char **argv) {
       fprintf(json, ", \"nccl_version\": \"%s\"", bench_nccl_version());
     if (*bench_mpi_library())
       fprintf(json, ", \"mpi_library\": \"%s\"", bench_mpi_library());
+    if (*bench_ccl_version())
+      fprintf(json, ", \"ccl_version\": \"%s\", \"ccl_transport\": \"%s\"",
+              bench_ccl_version(), bench_ccl_transport());
     if (limp)
       fprintf(json,
               ", \"limits\": {\"memcpy_1core\": %.3f, \"memcpy_all\": %.3f, "
@@ -663,8 +689,10 @@ int main(int argc, char **argv) {
           for (int k = 0; k < 2; k++) {
             ok[k] = bs[k] && bs[k]->supports(bs[k], (coll_t)c, dt, op);
             if (bs[k] && !ok[k] && b->rank == 0)
-              printf("# %s: %s %s %s not supported, skipped\n", bs[k]->name,
-                     bench_coll_names[c], data_type_name(dt), data_op_name(op));
+              printf("# %s: %s %s %s not supported by this backend, "
+                     "skipped\n",
+                     bs[k]->name, bench_coll_names[c], data_type_name(dt),
+                     data_op_name(op));
             if (ok[k])
               bench_warmup(bs[k], &o, &bu, (coll_t)c, dt, op, root);
           }
@@ -698,6 +726,12 @@ int main(int argc, char **argv) {
     if (b->rank == 0) {
       table_t *ts[2] = {&tm, &tp};
       for (int k = 0; k < (peer_b ? 2 : 1); k++) {
+        if (peer_b && !ts[k]->n) { /* nothing it supports in this table */
+          printf("# Backend: %s: no rows (%s, with the types and ops "
+                 "asked, is not supported by this backend)\n#\n",
+                 ts[k]->b->name, bench_coll_names[c]);
+          continue;
+        }
         if (peer_b) {
           printf("# Backend: %s\n", ts[k]->b->name);
           print_header();
@@ -710,7 +744,7 @@ int main(int argc, char **argv) {
           print_sms(ts[k]->b);
         json_rows(json, ts[k], &first);
       }
-      if (peer_b)
+      if (peer_b && tm.n && tp.n)
         print_compare(&tm, &tp);
     }
     errors += tm.errors + tp.errors;
@@ -726,6 +760,8 @@ int main(int argc, char **argv) {
   bench_buffers_free(&bu, &o);
   if (nb.finalize)
     nb.finalize(&nb);
+  if (cb.finalize)
+    cb.finalize(&cb);
   if (sb.finalize) /* before the cudaStream_t it is bound to */
     sb.finalize(&sb);
   if (o.cuda)

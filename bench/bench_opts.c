@@ -60,16 +60,23 @@ static void usage(FILE *f) {
       "  -J,--json FILE      write the rows as JSON (rank 0)\n"
       "  --mem host|cuda     buffer memory; cuda: cudaMalloc on device local\n"
       "                      rank %% devices, exit 77 without one  [host]\n"
-      "  --backend B         sharc|mpi|nccl (nccl: --mem cuda, libnccl.so.2\n"
-      "                      loaded at run time)                   [sharc]\n"
-      "  --compare P         mpi|nccl: run sharc and P alternately on each\n"
-      "                      size; print both tables and the busbw ratios\n"
+      "  --backend B         sharc|mpi|nccl|ccl (nccl: --mem cuda,\n"
+      "                      libnccl.so.2 loaded at run time; ccl: oneCCL,\n"
+      "                      host memory, a build with it)         [sharc]\n"
+      "  --compare P         mpi|nccl|ccl: run sharc and P alternately on\n"
+      "                      each size; print both tables and the busbw\n"
+      "                      ratios. ccl runs all_gather, reduce_scatter,\n"
+      "                      all_reduce and broadcast; the others are not\n"
+      "                      supported by that backend (sharc alone)\n"
       "  --limits 0|1        measure memcpy / TCP limits first     [1]\n"
       "  --transport T       auto|shm|tcp|ib: sets SHARC_TRANSPORT (ib: verbs\n"
       "                      for every pair; SHARC_NET=ib keeps shm within a\n"
       "                      host)                                 [env]\n"
       "MPI (--backend/--compare mpi) needs mpirun, e.g.\n"
       "  mpirun -np 4 sharc-bench all -b 8 -e 64M -f 4 --compare mpi\n"
+      "oneCCL (--compare ccl) runs over Intel MPI (CCL_ATL_TRANSPORT=mpi,\n"
+      "the default here): start it under Intel MPI's mpirun, its lib/ and\n"
+      "oneCCL's in LD_LIBRARY_PATH (bench/peers/peers_env.sh ccl)\n"
       "otherwise run under a launcher: sharcrun -n 4 sharc-bench all_reduce\n"
       "Testing: SHARC_BENCH_CORRUPT=1 changes one element of every result on\n"
       "rank 0 before validation (the run must then report #wrong > 0,\n"
@@ -333,11 +340,11 @@ void bench_parse(int argc, char **argv, opts_t *o, unsigned *which) {
   else if (o->reg < 0 || o->reg > 2)
     bad = "-R takes 0 (malloc), 1 (sharc_mem_alloc), 2 (sharc_mem_register)";
   else if (strcmp(o->backend, "sharc") && strcmp(o->backend, "mpi") &&
-           strcmp(o->backend, "nccl"))
-    bad = "--backend takes sharc, mpi or nccl";
+           strcmp(o->backend, "nccl") && strcmp(o->backend, "ccl"))
+    bad = "--backend takes sharc, mpi, nccl or ccl";
   else if (o->compare && strcmp(o->compare, "mpi") &&
-           strcmp(o->compare, "nccl"))
-    bad = "--compare takes mpi or nccl";
+           strcmp(o->compare, "nccl") && strcmp(o->compare, "ccl"))
+    bad = "--compare takes mpi, nccl or ccl";
   else if (o->compare && strcmp(o->backend, "sharc"))
     bad = "--compare compares sharc with a peer: leave --backend at sharc";
   if (bad) {
@@ -345,9 +352,9 @@ void bench_parse(int argc, char **argv, opts_t *o, unsigned *which) {
     usage(stderr);
     exit(2);
   }
-  /* Host memory: the peers are MPI libraries, whose benchmarks (OSU, IMB)
-   * time each call alone; device memory: the peer is NCCL, measured the
-   * nccl-tests way. */
+  /* Host memory: the peers are MPI libraries (and oneCCL), whose
+   * benchmarks (OSU, IMB, oneCCL's) time each call alone; device memory: the
+   * peer is NCCL, measured the nccl-tests way. */
   /* One call timed alone completes the way a host library's call does
    * (MPI's are blocking): a blocking sharc call, where the stream path
    * would add its hand-off to the stream's thread and back. */

@@ -42,8 +42,10 @@
  *
  * The last H2D group is released when the call ends, as above.
  *
- * Reductions run on the host here (this path is the baseline); the ipc
- * path (path_ipc.c) has zero-copy device reductions with kernel_dev_reduce.
+ * Reductions run on the host here, except reduce-scatter and all-reduce
+ * where the communicator spans hosts (SHARC_CUDA_STAGED_REDUCE):
+ * staged_reduce.c moves only bytes over the host transports and reduces
+ * in a device kernel, chunk by chunk.
  *
  * Staging: one pinned buffer per stream, reused by every call. Calls on one
  * CUDA stream use it one after another by construction: call k+1's D2H copy
@@ -54,6 +56,7 @@
 #include "devpipe.h"
 #include "exec.h"
 #include "gpu_impl.h"
+#include "staged_reduce.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,6 +411,8 @@ static sharc_status_t staged_stage(dev_stream_t *ds, coll_call_t *call,
   (void)now;
   if (call->coll == SCHED_P2P)
     return staged_p2p(ds, call, w, fn);
+  if (sr_takes(call)) /* the reduction on the GPU (staged_reduce.c) */
+    return sr_stage(ds, call, w, fn);
   plan_t p;
   plan_call(call, &p);
   CHECK(gs_ensure_stage(ds, p.l.stage_bytes, fn));
@@ -443,11 +448,13 @@ const gpu_path_t gpu_path_staged = {
     .no_capture =
         "a host thread runs each call's collective on pinned host memory",
     .takes = staged_takes,
+    .check_env = sr_check_env,
     .stage = staged_stage,
 };
 
 #else /* !SHARC_HAVE_CUDA */
 
-const gpu_path_t gpu_path_staged = {.call = {.name = "staged"}};
+const gpu_path_t gpu_path_staged = {.call = {.name = "staged"},
+                                    .check_env = sr_check_env};
 
 #endif /* SHARC_HAVE_CUDA */

@@ -73,6 +73,11 @@ if(SHARC_HAVE_CUDA)
                      $<TARGET_FILE:coll_check> --mem cuda --quick)
     set_property(TEST gpu.hosts.${map} APPEND PROPERTY LABELS gpu)
   endforeach()
+  # across hosts the staged path reduces on the GPU by default; the host
+  # reduction (SHARC_CUDA_STAGED_REDUCE=host) as well
+  sharc_hosts_test(gpu.hosts.aabb.hostred aabb "SHARC_CUDA_STAGED_REDUCE=host"
+                   $<TARGET_FILE:coll_check> --mem cuda --quick)
+  set_property(TEST gpu.hosts.aabb.hostred APPEND PROPERTY LABELS gpu)
 endif()
 
 # Link delay (hosts_test.sh --delay, for kernels without sch_netem): the

@@ -1,0 +1,319 @@
+/*
+ * staged_reduce.c - reduce-scatter and all-reduce on the staged GPU path
+ * with the reduction on the GPU (SHARC_CUDA_STAGED_REDUCE: auto takes it
+ * where the communicator spans hosts). The host transports only move
+ * bytes; the device reduces:
+ *
+ *   reduce-scatter = all-to-all of the blocks (every rank sends block p of
+ *                    its sendbuf to rank p), then one reduction kernel over
+ *                    the n blocks received, in rank order from the own one
+ *   all-reduce     = the same on the count split into n blocks (the last
+ *                    ones shorter), then an all-gather of the reduced blocks
+ *
+ * Each block is reduced by one rank with one kernel (kernel_dev_reduce_n:
+ * f16/bf16 accumulate in f32), so every rank gets the same bits. Every
+ * rank sends (n-1)/n of the data, as a ring does; a rank's bytes cross the
+ * network once, but to every peer at once.
+ *
+ * Pipelined in K chunks along the blocks (chunk k: the same stretch of
+ * every block; K from SHARC_CUDA_PIPE_BYTES, at most 32). Staging regions
+ * A (send), B (received), G (all-reduce: reduced, gathered), each K x n
+ * slices of one chunk. On the CUDA stream, queued at enqueue:
+ *
+ *   D2H chunk 0, E1_0, D2H chunk 1, E1_1, ...            (the send data)
+ *   wait a_0, reduce 0 [, E2_0], wait a_1, reduce 1 ...  (from B, pinned)
+ *   all-reduce: wait g_0, H2D chunk 0, wait g_1, ...      (from G)
+ *
+ * and on the stream's worker, in the call's turn: per chunk, wait E1_k,
+ * all-to-all A_k -> B_k over the host transport, release a_k; all-reduce
+ * then per chunk: wait E2_k, all-gather in place on G_k, release g_k. So
+ * the copies to staging, the network and the kernels of different chunks
+ * overlap. The kernels read pinned host memory directly (mapped through
+ * unified addressing: each byte crosses PCIe once each way, as the copies
+ * would), and reduce-scatter's kernel writes a device recvbuf directly.
+ */
+#include "gpu_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "staged_reduce.h"
+
+/* staged_reduce.h */
+sharc_status_t sr_check_env(const char *fn) {
+  const char *v = param_str(PARAM_CUDA_STAGED_REDUCE);
+  if (strcmp(v, "auto") && strcmp(v, "gpu") && strcmp(v, "host"))
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "%s: SHARC_CUDA_STAGED_REDUCE=%s: use auto, gpu or host", fn,
+                   v);
+  return SHARC_OK;
+}
+
+#ifdef SHARC_HAVE_CUDA
+
+#include "device.h" /* kernels/ */
+
+#define SR_MAX_CHUNKS 32
+
+/* One call's state, from its enqueue to the worker's finish. */
+typedef struct {
+  dev_stream_t *ds;
+  struct sharc_comm *comm;
+  int all_reduce;
+  size_t k, ck;       /* chunks; bytes of a block's slice of one */
+  uint8_t *a, *b, *g; /* staging: slice p of chunk j at + (j n + p) ck */
+  cudaEvent_t e1[SR_MAX_CHUNKS]; /* [0]: the dev_work_t's (the binding's) */
+  cudaEvent_t e2[SR_MAX_CHUNKS];
+  uint32_t seq_a, seq_g; /* release seq_a + j: chunk j's all-to-all ran */
+  sharc_status_t err;
+  char msg[192];
+} sr_t;
+
+static int env_choice(void) {
+  const char *v = param_str(PARAM_CUDA_STAGED_REDUCE);
+  return !strcmp(v, "gpu") ? 1 : !strcmp(v, "host") ? 0 : -1;
+}
+
+int sr_takes(const coll_call_t *call) {
+  if ((call->coll != SCHED_REDUCE_SCATTER && call->coll != SCHED_ALL_REDUCE) ||
+      call->comm->nranks < 2 || call->count == 0)
+    return 0;
+  int c = env_choice();
+  return c < 0 ? call->comm->nhosts > 1 : c;
+}
+
+/* Elements of block p (all-reduce: the count in n blocks of mb, the last
+ * ones shorter or empty). */
+static size_t block_len(const coll_call_t *call, size_t mb, int p) {
+  if (call->coll == SCHED_REDUCE_SCATTER)
+    return call->count;
+  size_t at = (size_t)p * mb;
+  return at >= call->count ? 0 : SHARC_MIN(mb, call->count - at);
+}
+
+/* Elements of block p in chunk j of ce elements per block. */
+static size_t slice_len(const coll_call_t *call, size_t mb, size_t ce, int p,
+                        size_t j) {
+  size_t len = block_len(call, mb, p), at = j * ce;
+  return at >= len ? 0 : SHARC_MIN(ce, len - at);
+}
+
+static void sr_free(sr_t *s) {
+  if (!s)
+    return;
+  for (size_t j = 1; j < s->k; j++) /* e1[0] belongs to the dev_work_t */
+    if (s->e1[j])
+      gs_put_event(s->ds, s->e1[j]);
+  for (size_t j = 0; j < s->k; j++)
+    if (s->e2[j])
+      gs_put_event(s->ds, s->e2[j]);
+  free(s);
+}
+
+static sharc_status_t sr_finish(void *state) {
+  sr_t *s = state;
+  sharc_status_t st = s->err;
+  if (st != SHARC_OK)
+    err_record(st, "%s", s->msg);
+  sr_free(s);
+  return st;
+}
+
+/* Worker: waits for event ev of the CUDA stream; a failure fails the
+ * collective on every rank (the peers are in it). */
+static sharc_status_t sr_wait(sr_t *s, cudaEvent_t ev, const char *what) {
+  cudaError_t e = cudaEventSynchronize(ev);
+  if (e == cudaSuccess)
+    return SHARC_OK;
+  s->err = gs_cuda_fail(e, "staged collective (GPU reduction)", what);
+  snprintf(s->msg, sizeof s->msg, "%s", err_last());
+  comm_fail(s->comm, s->comm->rank, s->err, s->msg);
+  return s->err;
+}
+
+/* Worker, in the call's turn: the host steps between the device steps. */
+static sharc_status_t sr_run(coll_call_t *call, call_host_fn host) {
+  sr_t *s = call->path_arg;
+  int n = s->comm->nranks, r = s->comm->rank;
+  size_t slice = (size_t)n * s->ck;
+  coll_call_t sub = {.dtype = SHARC_U8, .op = SHARC_SUM, .comm = s->comm};
+  sharc_status_t st = SHARC_OK;
+  for (size_t j = 0; j < s->k && st == SHARC_OK; j++) {
+    if (j > 0 && (st = sr_wait(s, s->e1[j],
+                               "waiting for a chunk's copy to "
+                               "staging")) != SHARC_OK)
+      break;
+    sub.coll = SCHED_ALL_TO_ALL;
+    sub.sendbuf = s->a + j * slice;
+    sub.recvbuf = s->b + j * slice;
+    sub.count = s->ck;
+    if ((st = host(&sub, NULL, NULL)) == SHARC_OK)
+      gs_release_to(s->ds, s->seq_a + (uint32_t)j);
+  }
+  for (size_t j = 0; s->all_reduce && j < s->k && st == SHARC_OK; j++) {
+    if ((st = sr_wait(s, s->e2[j], "waiting for a chunk's reduction")) !=
+        SHARC_OK)
+      break;
+    sub.coll = SCHED_ALL_GATHER;
+    sub.recvbuf = s->g + j * slice;
+    sub.sendbuf = s->g + j * slice + (size_t)r * s->ck;
+    sub.count = s->ck;
+    if ((st = host(&sub, NULL, NULL)) == SHARC_OK)
+      gs_release_to(s->ds, s->seq_g + (uint32_t)j);
+  }
+  /* an error: the binding's after releases the last number, and with it
+   * every wait of the call */
+  return st;
+}
+
+static const call_path_t sr_path = {.name = "staged", .run = sr_run};
+
+/* Queues "wait for release seq" and makes it the call's last so far: from
+ * the first one on, the worker owns *w and releases it whatever happens. */
+static sharc_status_t sr_release_wait(dev_stream_t *ds, dev_work_t *w,
+                                      uint32_t seq, const char *fn) {
+  CHECK(gs_queue_release_wait(ds, seq, fn));
+  ds->next_seq = w->seq = seq;
+  w->ds = ds;
+  return SHARC_OK;
+}
+
+sharc_status_t sr_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w,
+                        const char *fn) {
+  struct sharc_comm *comm = call->comm;
+  int n = comm->nranks, r = comm->rank, ar = call->coll == SCHED_ALL_REDUCE;
+  size_t esize = sharc_dtype_size(call->dtype);
+  /* block geometry: reduce-scatter's blocks are count long, all-reduce's
+   * mb = ceil(count / n) (the last ones shorter) */
+  size_t mb = ar ? (call->count + (size_t)n - 1) / (size_t)n : call->count;
+  size_t stride = mb; /* elements between blocks in sendbuf */
+  int64_t pipe = param_int(PARAM_CUDA_PIPE_BYTES);
+  size_t total = (size_t)n * mb * esize, k = 1;
+  if (pipe > 0)
+    k = SHARC_MIN((total + (size_t)pipe - 1) / (size_t)pipe,
+                  (size_t)SR_MAX_CHUNKS);
+  k = SHARC_MAX(k, (size_t)1);
+  size_t ce = (mb + k - 1) / k; /* elements of a block per chunk */
+  k = (mb + ce - 1) / ce;
+  size_t ck = (ce * esize + 63) & ~(size_t)63, slice = (size_t)n * ck;
+  int rdev = dev_is_device_ptr(call->recvbuf);
+  /* reduce-scatter into host memory: through G's first slice per chunk */
+  size_t need = (ar ? 3 : 2) * k * slice + (!ar && !rdev ? k * ck : 0);
+  CHECK(gs_ensure_stage(ds, need, fn));
+  sr_t *s = calloc(1, sizeof *s);
+  if (!s)
+    return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
+  s->ds = ds;
+  s->comm = comm;
+  s->all_reduce = ar;
+  s->k = k;
+  s->ck = ck;
+  s->a = ds->stage;
+  s->b = s->a + k * slice;
+  s->g = s->b + k * slice;
+  const uint8_t *send = call->sendbuf;
+  uint8_t *recv = call->recvbuf;
+  sharc_status_t st = SHARC_OK;
+  cudaError_t e = cudaSuccess;
+  /* the send data, chunk by chunk, each followed by its event */
+  for (size_t j = 0; j < k && st == SHARC_OK; j++) {
+    for (int p = 0; p < n && e == cudaSuccess; p++) {
+      size_t len = slice_len(call, mb, ce, p, j);
+      if (len)
+        e = cudaMemcpyAsync(s->a + j * slice + (size_t)p * ck,
+                            send + ((size_t)p * stride + j * ce) * esize,
+                            len * esize, cudaMemcpyDefault, ds->cs);
+    }
+    if (e != cudaSuccess) {
+      st = gs_cuda_fail(e, fn, "copying the send buffer to staging");
+      break;
+    }
+    if ((st = gs_get_event(ds, fn, &s->e1[j])) != SHARC_OK)
+      break;
+    if ((e = cudaEventRecord(s->e1[j], ds->cs)) != cudaSuccess)
+      st = gs_cuda_fail(e, fn, "cudaEventRecord");
+  }
+  if (st != SHARC_OK) { /* nothing waits on the CUDA stream yet */
+    if (s->e1[0])
+      gs_put_event(ds, s->e1[0]);
+    sr_free(s);
+    return st;
+  }
+  w->fn = fn;
+  w->event = s->e1[0];
+  w->finish = sr_finish;
+  w->state = s;
+  s->seq_a = ds->next_seq + 1;
+  s->seq_g = s->seq_a + (uint32_t)k;
+  call->path = &sr_path;
+  call->path_arg = s;
+  /* per chunk: its all-to-all, then its reduction */
+  for (size_t j = 0; j < k && st == SHARC_OK; j++) {
+    if ((st = sr_release_wait(ds, w, s->seq_a + (uint32_t)j, fn)) != SHARC_OK)
+      break;
+    const void *srcs[64];
+    const void **src = n <= 64 ? srcs : malloc((size_t)n * sizeof *src);
+    if (!src) {
+      st = err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
+      break;
+    }
+    for (int i = 0; i < n; i++)
+      src[i] = s->b + j * slice + (size_t)((r + i) % n) * ck;
+    size_t len = slice_len(call, mb, ce, r, j);
+    uint8_t *dst = ar     ? s->g + j * slice + (size_t)r * ck
+                   : rdev ? recv + j * ce * esize
+                          : s->g + j * ck;
+    e = (cudaError_t)kernel_dev_reduce_n(call->dtype, call->op, dst, src, n,
+                                         len, ds->cs);
+    if (src != srcs)
+      free(src);
+    if (e != cudaSuccess) {
+      st = gs_cuda_fail(e, fn, "the reduction kernel");
+      break;
+    }
+    if (!ar && !rdev && len &&
+        (e = cudaMemcpyAsync(recv + j * ce * esize, dst, len * esize,
+                             cudaMemcpyDefault, ds->cs)) != cudaSuccess)
+      st = gs_cuda_fail(e, fn, "copying the result from staging");
+    if (ar && st == SHARC_OK &&
+        (st = gs_get_event(ds, fn, &s->e2[j])) == SHARC_OK &&
+        (e = cudaEventRecord(s->e2[j], ds->cs)) != cudaSuccess)
+      st = gs_cuda_fail(e, fn, "cudaEventRecord");
+  }
+  /* all-reduce: per chunk, its all-gather, then the copies out */
+  for (size_t j = 0; ar && j < k && st == SHARC_OK; j++) {
+    if ((st = sr_release_wait(ds, w, s->seq_g + (uint32_t)j, fn)) != SHARC_OK)
+      break;
+    for (int p = 0; p < n && e == cudaSuccess; p++) {
+      size_t len = slice_len(call, mb, ce, p, j);
+      if (len)
+        e = cudaMemcpyAsync(recv + ((size_t)p * mb + j * ce) * esize,
+                            s->g + j * slice + (size_t)p * ck, len * esize,
+                            cudaMemcpyDefault, ds->cs);
+    }
+    if (e != cudaSuccess)
+      st = gs_cuda_fail(e, fn, "copying the result from staging");
+  }
+  if (st != SHARC_OK) {
+    if (!w->ds) { /* no release wait queued: nothing is owed */
+      call->path = NULL;
+      call->path_arg = NULL;
+      w->finish = NULL;
+      w->state = NULL;
+      w->event = NULL;
+      gs_put_event(ds, s->e1[0]);
+      sr_free(s);
+      return st;
+    }
+    w->err = st; /* the worker skips the call and releases */
+    snprintf(w->msg, sizeof w->msg, "%s", err_last());
+  }
+  TRACE(SUB_CUDA,
+        "%s #%u: reduced on the GPU, %zu chunks of %zu bytes per block, %zu "
+        "bytes staged",
+        fn, w->seq, k, ce * esize, need);
+  return st;
+}
+
+#endif /* SHARC_HAVE_CUDA */

@@ -146,7 +146,7 @@ const char *err_last(void);
     "least this many bytes exchange their buffers' CUDA IPC handles as they "  \
     "are enqueued (the enqueue waits for the peers') and, where every buffer " \
     "the peers read is registered device memory (sharc_mem_register), read "   \
-    "them in place instead of through the slots; -1: never in place")         \
+    "them in place instead of through the slots; -1: never in place")          \
   X(CUDA_INPLACE_UNREG_BYTES, "SHARC_CUDA_INPLACE_UNREG_BYTES", "4194304",     \
     "direct path: such calls of at least this many bytes also read "           \
     "unregistered cudaMalloc buffers in place, through a mapping cached "      \
@@ -155,13 +155,15 @@ const char *err_last(void);
     "staged path: where reduce-scatter and all-reduce reduce: gpu (an "        \
     "all-to-all over the host transports, then one reduction kernel per "      \
     "chunk reading the pinned staging), host (the host collective reduces "    \
-    "the staging), auto (gpu where the communicator spans hosts); the same "   \
-    "on every rank")                                                           \
+    "the staging), auto (gpu from 64 KiB where the communicator spans "        \
+    "hosts); the same on every rank, every rank on a CUDA stream")             \
   X(CUDA_PIPE_BYTES, "SHARC_CUDA_PIPE_BYTES", "1048576",                       \
     "staged path: the copies between device and staging go in pieces of at "   \
     "least this many bytes, each just before the round that needs it or "      \
     "just after the round that wrote it last, overlapping the transfers "      \
-    "(comm/gpu/devpipe.h); 0: one copy each way around the whole collective")  \
+    "(comm/gpu/devpipe.h); 0: one copy each way around the whole collective; " \
+    "where the GPU reduces (SHARC_CUDA_STAGED_REDUCE) the chunks are at most " \
+    "this size and it must be the same on every rank")                         \
   X(IB_HCA, "SHARC_IB_HCA", "",                                                \
     "RDMA devices/ports to use, NCCL_IB_HCA syntax: mlx5_0:1,mlx5_1 "          \
     "(prefixes), =name (exact), ^name (exclude); empty: the active port "      \

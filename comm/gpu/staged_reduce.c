@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devptr.h"
 #include "staged_reduce.h"
 
 /* staged_reduce.h */
@@ -52,9 +53,14 @@ sharc_status_t sr_check_env(const char *fn) {
 
 #ifdef SHARC_HAVE_CUDA
 
+#include <stdatomic.h>
+
 #include "device.h" /* kernels/ */
 
 #define SR_MAX_CHUNKS 32
+/* auto reduces on the GPU from this call size (smaller calls are latency:
+ * the host schedule has fewer steps) */
+#define SR_AUTO_MIN_BYTES ((size_t)64 << 10)
 
 /* One call's state, from its enqueue to the worker's finish. */
 typedef struct {
@@ -62,6 +68,10 @@ typedef struct {
   struct sharc_comm *comm;
   int all_reduce;
   size_t k, ck;       /* chunks; bytes of a block's slice of one */
+  size_t mb, ce;      /* elements of a block, of its slice per chunk */
+  int sdev, rdev;     /* sendbuf, recvbuf on the device; otherwise the
+                         worker copies them (a host-to-host
+                         cudaMemcpyAsync would block the enqueue) */
   uint8_t *a, *b, *g; /* staging: slice p of chunk j at + (j n + p) ck */
   cudaEvent_t e1[SR_MAX_CHUNKS]; /* [0]: the dev_work_t's (the binding's) */
   cudaEvent_t e2[SR_MAX_CHUNKS];
@@ -80,7 +90,12 @@ int sr_takes(const coll_call_t *call) {
       call->comm->nranks < 2 || call->count == 0)
     return 0;
   int c = env_choice();
-  return c < 0 ? call->comm->nhosts > 1 : c;
+  if (c >= 0)
+    return c;
+  size_t bytes = call->count * sharc_dtype_size(call->dtype);
+  if (call->coll == SCHED_REDUCE_SCATTER)
+    bytes *= (size_t)call->comm->nranks;
+  return call->comm->nhosts > 1 && bytes >= SR_AUTO_MIN_BYTES;
 }
 
 /* Elements of block p (all-reduce: the count in n blocks of mb, the last
@@ -120,6 +135,14 @@ static sharc_status_t sr_finish(void *state) {
   return st;
 }
 
+/* This rank cannot go on with the call its peers are in: they are told
+ * (else they would wait for it until SHARC_TIMEOUT). */
+static sharc_status_t sr_fail_comm(struct sharc_comm *comm, sharc_status_t st) {
+  if (st != SHARC_OK && !atomic_load(&comm->unusable))
+    comm_fail(comm, comm->rank, st, sharc_comm_last_error(comm));
+  return st;
+}
+
 /* Worker: waits for event ev of the CUDA stream; a failure fails the
  * collective on every rank (the peers are in it). */
 static sharc_status_t sr_wait(sr_t *s, cudaEvent_t ev, const char *what) {
@@ -132,11 +155,27 @@ static sharc_status_t sr_wait(sr_t *s, cudaEvent_t ev, const char *what) {
   return s->err;
 }
 
+/* Worker: block p's slice of chunk j between the user's host buffer
+ * (block p at p * mb elements) and its staging slot (to_user: which way). */
+static void sr_host_copy(const sr_t *s, const coll_call_t *call,
+                         const uint8_t *user, uint8_t *slot, int p, size_t j,
+                         int to_user) {
+  size_t esize = sharc_dtype_size(call->dtype);
+  size_t len = slice_len(call, s->mb, s->ce, p, j) * esize;
+  size_t at = ((size_t)p * s->mb + j * s->ce) * esize;
+  if (!len)
+    return;
+  if (to_user)
+    memcpy((uint8_t *)(uintptr_t)user + at, slot, len);
+  else
+    memcpy(slot, user + at, len);
+}
+
 /* Worker, in the call's turn: the host steps between the device steps. */
 static sharc_status_t sr_run(coll_call_t *call, call_host_fn host) {
   sr_t *s = call->path_arg;
   int n = s->comm->nranks, r = s->comm->rank;
-  size_t slice = (size_t)n * s->ck;
+  size_t slice = (size_t)n * s->ck, esize = sharc_dtype_size(call->dtype);
   coll_call_t sub = {.dtype = SHARC_U8, .op = SHARC_SUM, .comm = s->comm};
   sharc_status_t st = SHARC_OK;
   for (size_t j = 0; j < s->k && st == SHARC_OK; j++) {
@@ -144,12 +183,25 @@ static sharc_status_t sr_run(coll_call_t *call, call_host_fn host) {
                                "waiting for a chunk's copy to "
                                "staging")) != SHARC_OK)
       break;
+    for (int p = 0; !s->sdev && p < n; p++) /* a host sendbuf */
+      sr_host_copy(s, call, call->sendbuf, s->a + j * slice + (size_t)p * s->ck,
+                   p, j, 0);
     sub.coll = SCHED_ALL_TO_ALL;
     sub.sendbuf = s->a + j * slice;
     sub.recvbuf = s->b + j * slice;
     sub.count = s->ck;
-    if ((st = host(&sub, NULL, NULL)) == SHARC_OK)
+    if ((st = sr_fail_comm(s->comm, host(&sub, NULL, NULL))) == SHARC_OK)
       gs_release_to(s->ds, s->seq_a + (uint32_t)j);
+  }
+  for (size_t j = 0; !s->all_reduce && !s->rdev && j < s->k && st == SHARC_OK;
+       j++) { /* reduce-scatter into host memory */
+    if ((st = sr_wait(s, s->e2[j], "waiting for a chunk's reduction")) !=
+        SHARC_OK)
+      break;
+    size_t len = slice_len(call, s->mb, s->ce, r, j) * esize;
+    if (len)
+      memcpy((uint8_t *)call->recvbuf + j * s->ce * esize, s->g + j * s->ck,
+             len);
   }
   for (size_t j = 0; s->all_reduce && j < s->k && st == SHARC_OK; j++) {
     if ((st = sr_wait(s, s->e2[j], "waiting for a chunk's reduction")) !=
@@ -159,11 +211,19 @@ static sharc_status_t sr_run(coll_call_t *call, call_host_fn host) {
     sub.recvbuf = s->g + j * slice;
     sub.sendbuf = s->g + j * slice + (size_t)r * s->ck;
     sub.count = s->ck;
-    if ((st = host(&sub, NULL, NULL)) == SHARC_OK)
+    if ((st = sr_fail_comm(s->comm, host(&sub, NULL, NULL))) != SHARC_OK)
+      break;
+    if (s->rdev) {
       gs_release_to(s->ds, s->seq_g + (uint32_t)j);
+      continue;
+    }
+    for (int p = 0; p < n; p++) /* a host recvbuf */
+      sr_host_copy(s, call, call->recvbuf, s->g + j * slice + (size_t)p * s->ck,
+                   p, j, 1);
   }
-  /* an error: the binding's after releases the last number, and with it
-   * every wait of the call */
+  /* the binding's after releases the last number (with a host recvbuf the
+   * one after the copies above), and with it every wait of the call, also
+   * after an error */
   return st;
 }
 
@@ -179,15 +239,83 @@ static sharc_status_t sr_release_wait(dev_stream_t *ds, dev_work_t *w,
   return SHARC_OK;
 }
 
+/* Queues an event on the stream into *ev. */
+static sharc_status_t sr_event(dev_stream_t *ds, cudaEvent_t *ev,
+                               const char *fn) {
+  CHECK(gs_get_event(ds, fn, ev));
+  cudaError_t e = cudaEventRecord(*ev, ds->cs);
+  return e == cudaSuccess ? SHARC_OK : gs_cuda_fail(e, fn, "cudaEventRecord");
+}
+
+/* Chunk j's reduction kernel: this rank's block slice from the n slices
+ * received, into dst. */
+static sharc_status_t sr_kernel(sr_t *s, const coll_call_t *call, size_t j,
+                                void *dst, const char *fn) {
+  int n = s->comm->nranks, r = s->comm->rank;
+  size_t slice = (size_t)n * s->ck;
+  const void *stack[64];
+  const void **src = n <= 64 ? stack : malloc((size_t)n * sizeof *src);
+  if (!src)
+    return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
+  for (int i = 0; i < n; i++)
+    src[i] = s->b + j * slice + (size_t)((r + i) % n) * s->ck;
+  cudaError_t e = (cudaError_t)kernel_dev_reduce_n(
+      call->dtype, call->op, dst, src, n, slice_len(call, s->mb, s->ce, r, j),
+      s->ds->cs);
+  if (src != stack)
+    free(src);
+  return e == cudaSuccess ? SHARC_OK
+                          : gs_cuda_fail(e, fn, "the reduction kernel");
+}
+
+/* The stream's part after the copies to staging (w owned by the worker
+ * from the first release wait on). */
+static sharc_status_t sr_queue(sr_t *s, coll_call_t *call, dev_work_t *w,
+                               const char *fn) {
+  dev_stream_t *ds = s->ds;
+  int n = s->comm->nranks, r = s->comm->rank;
+  size_t slice = (size_t)n * s->ck, esize = sharc_dtype_size(call->dtype);
+  uint8_t *recv = call->recvbuf;
+  /* per chunk: its all-to-all, then its reduction (into the device recvbuf
+   * for reduce-scatter, else into G, and an event the worker waits for) */
+  for (size_t j = 0; j < s->k; j++) {
+    CHECK(sr_release_wait(ds, w, s->seq_a + (uint32_t)j, fn));
+    uint8_t *dst = s->all_reduce ? s->g + j * slice + (size_t)r * s->ck
+                   : s->rdev     ? recv + j * s->ce * esize
+                                 : s->g + j * s->ck;
+    CHECK(sr_kernel(s, call, j, dst, fn));
+    if (s->all_reduce || !s->rdev)
+      CHECK(sr_event(ds, &s->e2[j], fn));
+  }
+  /* all-reduce into device memory: per chunk, its all-gather, then the
+   * copies out */
+  for (size_t j = 0; s->all_reduce && s->rdev && j < s->k; j++) {
+    CHECK(sr_release_wait(ds, w, s->seq_g + (uint32_t)j, fn));
+    for (int p = 0; p < n; p++) {
+      size_t len = slice_len(call, s->mb, s->ce, p, j);
+      cudaError_t e =
+          len ? cudaMemcpyAsync(recv + ((size_t)p * s->mb + j * s->ce) * esize,
+                                s->g + j * slice + (size_t)p * s->ck,
+                                len * esize, cudaMemcpyDefault, ds->cs)
+              : cudaSuccess;
+      if (e != cudaSuccess)
+        return gs_cuda_fail(e, fn, "copying the result from staging");
+    }
+  }
+  /* a host recvbuf: the worker copies it; the stream goes on after that */
+  if (!s->rdev)
+    CHECK(sr_release_wait(ds, w, ds->next_seq + 1, fn));
+  return SHARC_OK;
+}
+
 sharc_status_t sr_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w,
                         const char *fn) {
   struct sharc_comm *comm = call->comm;
-  int n = comm->nranks, r = comm->rank, ar = call->coll == SCHED_ALL_REDUCE;
+  int n = comm->nranks, ar = call->coll == SCHED_ALL_REDUCE;
   size_t esize = sharc_dtype_size(call->dtype);
   /* block geometry: reduce-scatter's blocks are count long, all-reduce's
-   * mb = ceil(count / n) (the last ones shorter) */
+   * mb = ceil(count / n) (the last ones shorter or empty) */
   size_t mb = ar ? (call->count + (size_t)n - 1) / (size_t)n : call->count;
-  size_t stride = mb; /* elements between blocks in sendbuf */
   int64_t pipe = param_int(PARAM_CUDA_PIPE_BYTES);
   size_t total = (size_t)n * mb * esize, k = 1;
   if (pipe > 0)
@@ -197,42 +325,42 @@ sharc_status_t sr_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w,
   size_t ce = (mb + k - 1) / k; /* elements of a block per chunk */
   k = (mb + ce - 1) / ce;
   size_t ck = (ce * esize + 63) & ~(size_t)63, slice = (size_t)n * ck;
+  int sdev = dev_is_device_ptr(call->sendbuf);
   int rdev = dev_is_device_ptr(call->recvbuf);
-  /* reduce-scatter into host memory: through G's first slice per chunk */
+  /* A, B and (all-reduce, or a host recvbuf) G */
   size_t need = (ar ? 3 : 2) * k * slice + (!ar && !rdev ? k * ck : 0);
   CHECK(gs_ensure_stage(ds, need, fn));
   sr_t *s = calloc(1, sizeof *s);
   if (!s)
     return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
-  s->ds = ds;
-  s->comm = comm;
-  s->all_reduce = ar;
-  s->k = k;
-  s->ck = ck;
+  *s = (sr_t){.ds = ds,
+              .comm = comm,
+              .all_reduce = ar,
+              .k = k,
+              .ck = ck,
+              .mb = mb,
+              .ce = ce,
+              .sdev = sdev,
+              .rdev = rdev};
   s->a = ds->stage;
   s->b = s->a + k * slice;
   s->g = s->b + k * slice;
   const uint8_t *send = call->sendbuf;
-  uint8_t *recv = call->recvbuf;
   sharc_status_t st = SHARC_OK;
-  cudaError_t e = cudaSuccess;
-  /* the send data, chunk by chunk, each followed by its event */
+  /* the send data, chunk by chunk (from the device; a host sendbuf the
+   * worker copies), each followed by its event */
   for (size_t j = 0; j < k && st == SHARC_OK; j++) {
-    for (int p = 0; p < n && e == cudaSuccess; p++) {
+    cudaError_t e = cudaSuccess;
+    for (int p = 0; sdev && p < n && e == cudaSuccess; p++) {
       size_t len = slice_len(call, mb, ce, p, j);
       if (len)
         e = cudaMemcpyAsync(s->a + j * slice + (size_t)p * ck,
-                            send + ((size_t)p * stride + j * ce) * esize,
+                            send + ((size_t)p * mb + j * ce) * esize,
                             len * esize, cudaMemcpyDefault, ds->cs);
     }
-    if (e != cudaSuccess) {
-      st = gs_cuda_fail(e, fn, "copying the send buffer to staging");
-      break;
-    }
-    if ((st = gs_get_event(ds, fn, &s->e1[j])) != SHARC_OK)
-      break;
-    if ((e = cudaEventRecord(s->e1[j], ds->cs)) != cudaSuccess)
-      st = gs_cuda_fail(e, fn, "cudaEventRecord");
+    st = e == cudaSuccess
+             ? sr_event(ds, &s->e1[j], fn)
+             : gs_cuda_fail(e, fn, "copying the send buffer to staging");
   }
   if (st != SHARC_OK) { /* nothing waits on the CUDA stream yet */
     if (s->e1[0])
@@ -248,53 +376,7 @@ sharc_status_t sr_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w,
   s->seq_g = s->seq_a + (uint32_t)k;
   call->path = &sr_path;
   call->path_arg = s;
-  /* per chunk: its all-to-all, then its reduction */
-  for (size_t j = 0; j < k && st == SHARC_OK; j++) {
-    if ((st = sr_release_wait(ds, w, s->seq_a + (uint32_t)j, fn)) != SHARC_OK)
-      break;
-    const void *srcs[64];
-    const void **src = n <= 64 ? srcs : malloc((size_t)n * sizeof *src);
-    if (!src) {
-      st = err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
-      break;
-    }
-    for (int i = 0; i < n; i++)
-      src[i] = s->b + j * slice + (size_t)((r + i) % n) * ck;
-    size_t len = slice_len(call, mb, ce, r, j);
-    uint8_t *dst = ar     ? s->g + j * slice + (size_t)r * ck
-                   : rdev ? recv + j * ce * esize
-                          : s->g + j * ck;
-    e = (cudaError_t)kernel_dev_reduce_n(call->dtype, call->op, dst, src, n,
-                                         len, ds->cs);
-    if (src != srcs)
-      free(src);
-    if (e != cudaSuccess) {
-      st = gs_cuda_fail(e, fn, "the reduction kernel");
-      break;
-    }
-    if (!ar && !rdev && len &&
-        (e = cudaMemcpyAsync(recv + j * ce * esize, dst, len * esize,
-                             cudaMemcpyDefault, ds->cs)) != cudaSuccess)
-      st = gs_cuda_fail(e, fn, "copying the result from staging");
-    if (ar && st == SHARC_OK &&
-        (st = gs_get_event(ds, fn, &s->e2[j])) == SHARC_OK &&
-        (e = cudaEventRecord(s->e2[j], ds->cs)) != cudaSuccess)
-      st = gs_cuda_fail(e, fn, "cudaEventRecord");
-  }
-  /* all-reduce: per chunk, its all-gather, then the copies out */
-  for (size_t j = 0; ar && j < k && st == SHARC_OK; j++) {
-    if ((st = sr_release_wait(ds, w, s->seq_g + (uint32_t)j, fn)) != SHARC_OK)
-      break;
-    for (int p = 0; p < n && e == cudaSuccess; p++) {
-      size_t len = slice_len(call, mb, ce, p, j);
-      if (len)
-        e = cudaMemcpyAsync(recv + ((size_t)p * mb + j * ce) * esize,
-                            s->g + j * slice + (size_t)p * ck, len * esize,
-                            cudaMemcpyDefault, ds->cs);
-    }
-    if (e != cudaSuccess)
-      st = gs_cuda_fail(e, fn, "copying the result from staging");
-  }
+  st = sr_queue(s, call, w, fn);
   if (st != SHARC_OK) {
     if (!w->ds) { /* no release wait queued: nothing is owed */
       call->path = NULL;
@@ -306,8 +388,11 @@ sharc_status_t sr_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w,
       sr_free(s);
       return st;
     }
-    w->err = st; /* the worker skips the call and releases */
+    /* the worker skips the call and releases; the peers, who run it, are
+     * told */
+    w->err = st;
     snprintf(w->msg, sizeof w->msg, "%s", err_last());
+    sr_fail_comm(comm, st);
   }
   TRACE(SUB_CUDA,
         "%s #%u: reduced on the GPU, %zu chunks of %zu bytes per block, %zu "

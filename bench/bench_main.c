@@ -41,9 +41,10 @@
  *
  * --mem cuda: cudaMalloc'd buffers on device local rank % devices, one
  * cudaStream_t per rank; sharc runs on sharc_stream_create_cuda over it
- * (the staged path), NCCL on it directly. -R 1 and 2 are host-memory
- * schemes: registered device memory is not implemented yet, so they run
- * as -R 0 and a "#" line says so.
+ * (the path SHARC_CUDA_PATH chooses: direct on one host), NCCL on it
+ * directly. -R 1 and 2 both register the device buffers with
+ * sharc_mem_register (the direct path's peers then read them in place
+ * from SHARC_CUDA_INPLACE_BYTES); a "#" line says so.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -152,7 +153,8 @@ static void print_footer(const table_t *t, const limits_t *lim, coll_t c,
             "host collective, H2D): PCIe bounds it well below this"
       : o->cuda && sharc
           ? "; sharc's direct and ipc paths copy between the GPU ranks' "
-            "memory (the direct path twice: into its staging, then out)"
+            "memory (the direct path twice, into its staging and out, "
+            "unless it reads registered buffers in place: -R 1)"
       : o->reg == 0 && sharc && !two
           ? "; -R 0 stages through FIFOs (2 copies): half of it"
           : "";
@@ -404,12 +406,14 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
                                        "malloc + sharc_mem_register"};
     if (o->cuda)
       printf("#\n# sharc-bench %s: backend %s%s%s, %d ranks on %d host(s), "
-             "device memory (cudaMalloc, device local rank %% %d; sharc: "
-             "sharc_stream_create_cuda, staged through pinned host memory), "
-             "%s\n",
+             "device memory (cudaMalloc%s, device local rank %% %d; sharc: "
+             "sharc_stream_create_cuda, SHARC_CUDA_PATH=%s), %s\n",
              sharc_version(), o->backend, o->compare ? " vs " : "",
              o->compare ? o->compare : "", b->nranks, b->nhosts,
-             bench_cuda_ndev(),
+             o->reg ? " + sharc_mem_register" : "", bench_cuda_ndev(),
+             getenv("SHARC_CUDA_PATH") && *getenv("SHARC_CUDA_PATH")
+                 ? getenv("SHARC_CUDA_PATH")
+                 : "auto",
              o->blocking ? "blocking (-z 1)" : "stream (-z 0)");
     else
       printf("#\n# sharc-bench %s: backend %s%s%s, %d ranks on %d host(s), "
@@ -443,10 +447,11 @@ static void preamble(backend_t *b, const opts_t *o, const limits_t *lim) {
            bench_cpu_clock_cost() * 1e6);
     if (bench_sr_pair)
       printf("# send_recv: --exchange pair (each rank with rank ^ 1)\n");
-    if (o->cuda && o->reg_asked)
-      printf("# -R %d asked: registered device memory is not implemented yet "
-             "(the staged path is all there is); running as -R 0\n",
-             o->reg_asked);
+    if (o->cuda && o->reg)
+      printf("# -R %d with device memory: cudaMalloc + sharc_mem_register "
+             "(on the direct path, peers read calls of at least "
+             "SHARC_CUDA_INPLACE_BYTES in place)\n",
+             o->reg);
     if (*bench_nccl_version())
       printf("# NCCL version %s (libnccl.so.2, loaded at run time)\n",
              bench_nccl_version());
@@ -543,8 +548,7 @@ int main(int argc, char **argv) {
         printf("SKIP: no NCCL (%s)\n", why);
       return 77;
     }
-    o.reg_asked = o.reg;
-    o.reg = 0; /* see the top of this file */
+    o.reg_asked = o.reg; /* device memory: any -R registers (top of file) */
   }
   if (want_mpi) {
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_RANK") &&

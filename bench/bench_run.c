@@ -166,11 +166,19 @@ int bench_allgather_bytes(backend_t *b, const void *mine, void *all,
 
 /* --mem cuda: cudaMalloc'd buffers and host mirrors of the same size, where
  * inputs are written and results read back (untimed). -R is 0 here. */
-static int cuda_alloc(buffers_t *bu, size_t n) {
+static int cuda_alloc(buffers_t *bu, size_t n, int reg) {
   if (bench_cuda_alloc(&bu->sbuf, n) || bench_cuda_alloc(&bu->rbuf, n) ||
       bench_cuda_memset(bu->sbuf, 0, n) || bench_cuda_memset(bu->rbuf, 0, n)) {
     fprintf(stderr, "sharc-bench: device buffers of 2 x %zu bytes: %s\n", n,
             bench_cuda_error());
+    return -1;
+  }
+  if (reg && (sharc_mem_register(bu->sbuf, n) != SHARC_OK ||
+              sharc_mem_register(bu->rbuf, n) != SHARC_OK)) {
+    fprintf(stderr,
+            "sharc-bench: sharc_mem_register of a device buffer "
+            "(%zu bytes): %s\n",
+            n, sharc_last_error());
     return -1;
   }
   if (posix_memalign(&bu->hs, 4096, n) || posix_memalign(&bu->hr, 4096, n)) {
@@ -197,7 +205,7 @@ int bench_buffers_alloc(buffers_t *bu, const opts_t *o) {
   bu->sbuf = bu->rbuf = bu->hs = bu->hr = NULL;
   bu->cuda = o->cuda;
   if (o->cuda)
-    return cuda_alloc(bu, n);
+    return cuda_alloc(bu, n, o->reg);
   if (o->reg == 1) {
     if (sharc_mem_alloc(&bu->sbuf, n) != SHARC_OK ||
         sharc_mem_alloc(&bu->rbuf, n) != SHARC_OK) {
@@ -225,6 +233,10 @@ int bench_buffers_alloc(buffers_t *bu, const opts_t *o) {
 
 void bench_buffers_free(buffers_t *bu, const opts_t *o) {
   if (bu->cuda) {
+    if (o->reg) {
+      sharc_mem_deregister(bu->sbuf);
+      sharc_mem_deregister(bu->rbuf);
+    }
     bench_cuda_free(bu->sbuf);
     bench_cuda_free(bu->rbuf);
     free(bu->hs);

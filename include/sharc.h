@@ -287,11 +287,13 @@ SHARC_API sharc_status_t sharc_mem_free(void *ptr);
  *
  * Device memory (cudaMalloc; CUDA builds): the range must lie inside one
  * allocation that CUDA IPC can share (not managed memory, not a
- * cudaMallocAsync pool), else SHARC_ERR_INVALID_ARG says which. With
- * SHARC_CUDA_PATH=ipc, peers then map it once and keep the mapping across
- * sharc_stream_synchronize until this process deregisters device memory,
- * instead of mapping it per call and unmapping it at the next synchronize;
- * on the staged path registration changes nothing. */
+ * cudaMallocAsync pool), else SHARC_ERR_INVALID_ARG says which. On the
+ * direct path (the default on one host), peers then read it in place in
+ * calls of at least SHARC_CUDA_INPLACE_BYTES instead of through the
+ * path's staging; there and with SHARC_CUDA_PATH=ipc they map it once and
+ * keep the mapping across sharc_stream_synchronize until this process
+ * deregisters device memory; on the staged path registration changes
+ * nothing. */
 SHARC_API sharc_status_t sharc_mem_register(void *ptr, size_t bytes);
 SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
 

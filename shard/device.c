@@ -12,7 +12,11 @@
  * the statistics and the gradient norm. Freed device memory is kept for
  * reuse (a caching allocator, as PyTorch's: cudaFree would wait for the
  * whole device) behind an event on compute; the engine's sizes repeat
- * every step, so after the first step nothing is allocated.
+ * every step, so after the first step nothing is allocated. Each block is
+ * registered with sharc_mem_register while it lives, so that on the direct
+ * path the peers read the engine's large gathers and reduce-scatters in
+ * place (its end-of-call wait keeps a block in use until the peers read
+ * it: the events behind the collectives on comm come after it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +51,18 @@ struct devblk {
   devblk_t *next;
 };
 
+/* A device block from cudaMalloc: registered (a failure only costs the
+ * in-place reads), and deregistered before cudaFree. */
+static void blk_register(void *p, size_t bytes) {
+  if (sharc_mem_register(p, bytes) != SHARC_OK)
+    (void)cudaGetLastError();
+}
+
+static void blk_free(void *p) {
+  (void)sharc_mem_deregister(p);
+  cudaFree(p);
+}
+
 /* Frees every cached block once both streams are idle. */
 static void cache_release(devctx_t *d) {
   if (!d->cache)
@@ -57,7 +73,7 @@ static void cache_release(devctx_t *d) {
     devblk_t *b = d->cache;
     d->cache = b->next;
     cudaEventDestroy((cudaEvent_t)b->ev);
-    cudaFree(b->p);
+    blk_free(b->p);
     free(b);
   }
   d->cached = 0;
@@ -134,7 +150,7 @@ void dev_trim(devctx_t *d) {
     d->cached -= b->bytes;
     cudaEventSynchronize((cudaEvent_t)b->ev);
     cudaEventDestroy((cudaEvent_t)b->ev);
-    cudaFree(b->p);
+    blk_free(b->p);
     free(b);
   }
   (void)cudaGetLastError();
@@ -173,6 +189,8 @@ void *dev_alloc(devctx_t *d, int pinned, size_t bytes, int for_comm) {
       p = NULL;
     (void)cudaGetLastError();
   }
+  if (p)
+    blk_register(p, bytes);
   return p;
 }
 
@@ -199,7 +217,7 @@ void dev_free(devctx_t *d, int pinned, void *p, size_t bytes) {
     cudaEventDestroy(ev);
   free(b);
   cudaStreamSynchronize(CS(d));
-  cudaFree(p);
+  blk_free(p);
   (void)cudaGetLastError();
 }
 

@@ -211,6 +211,11 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
     step "bench_direct_n$n" env SHARC_CUDA_PATH=direct timeout 120 "$run" \
       -n "$n" --timeout 110 "$bench" "${bargs[@]}" \
       -J "$logs/bench_direct_n$n.json"
+    # registered buffers: the peers read calls from SHARC_CUDA_INPLACE_BYTES
+    # in place (one copy instead of two through the slots)
+    step "bench_direct_reg_n$n" env SHARC_CUDA_PATH=direct timeout 120 \
+      "$run" -n "$n" --timeout 110 "$bench" "${bargs[@]}" -R 1 \
+      -J "$logs/bench_direct_reg_n$n.json"
   done
   # NCCL: the system's libnccl.so.2, else the one of the nvidia-nccl Python
   # package (the GPU image has NCCL only there)

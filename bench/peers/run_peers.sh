@@ -142,19 +142,7 @@ fi
 
 log=$out/log.txt
 say() { echo "$*" | tee -a "$log"; }
-load1() { cut -d' ' -f1 /proc/loadavg; }
-wait_idle() { # wait until the 1-minute load average is below 1.0
-  [ "$wait" = 1 ] || { say "# $(date +%T) batch $1: load $(load1) (not waiting: --no-wait)"; return 0; }
-  local t0=$SECONDS
-  while awk -v l="$(load1)" 'BEGIN { exit !(l >= 1.0) }'; do
-    if [ $((SECONDS - t0)) -ge 600 ]; then
-      say "# $(date +%T) batch $1: load $(load1) still >= 1.0 after 10 minutes; measuring anyway"
-      return 0
-    fi
-    sleep 20
-  done
-  say "# $(date +%T) batch $1: load $(load1) after waiting $((SECONDS - t0)) s"
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../wait_idle.sh" # load1, wait_idle
 
 peers_dir=${SHARC_PEERS_DIR:-$HOME/.cache/sharc/peers}
 # Every peer and its bench, before measuring anything

@@ -21,6 +21,17 @@ fail() {
   echo "FAIL: $*"
   fails=$((fails + 1))
 }
+# skip where sharc-train cannot train on a GPU (no device, no GPU models)
+if ! timeout 120 "$run" -n 1 --timeout 100 "$train" --device cuda \
+  --model gpt --gpt-size tiny --data "$corpus" --steps 1 >"$W/probe.out" 2>&1; then
+  if grep -qE "no usable CUDA device|has no GPU models" "$W/probe.out"; then
+    echo "SKIP: $(grep -m1 -oE -- '--device cuda: .*' "$W/probe.out")"
+    exit 77
+  fi
+  echo "FAIL: a one-step GPU run failed:"
+  tail -20 "$W/probe.out"
+  exit 1
+fi
 for n in 2 4; do
   for mode in inplace slots; do
     bytes=$([ $mode = inplace ] && echo 0 || echo -1)

@@ -224,19 +224,31 @@ static void parse_args(int argc, char **argv) {
   opt.argv = argv + i;
 }
 
-/* A port that is free now on 127.0.0.1; rank 0 binds it soon after. */
-static int free_port(void) {
-  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/* The rendezvous socket sharcrun chose the port of: listening on
+ * 127.0.0.1, handed to rank 0 (SHARC_ROOT_FD; the other ranks close it),
+ * so that no other process can take the port before rank 0 serves it. */
+static int root_fd = -1;
+static char *root_var; /* its SHARC_ROOT_FD=, last in the ranks' env */
+
+/* A free port on 127.0.0.1, bound and listening in root_fd; -1 on error. */
+static int listen_port(void) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
   if (s < 0)
     return -1;
   struct sockaddr_in sa = {.sin_family = AF_INET};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof sa;
   int port = -1;
-  if (bind(s, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+  if (bind(s, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(s, 512) == 0 &&
       getsockname(s, (struct sockaddr *)&sa, &len) == 0)
     port = ntohs(sa.sin_port);
-  close(s);
+  if (port < 0) {
+    int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+  }
+  root_fd = s;
   return port;
 }
 
@@ -397,12 +409,14 @@ static char *env_var(const char *name, const char *val, long num) {
   return e;
 }
 
-static const char *const own_vars[] = {"SHARC_RANK",       "SHARC_WORLD_SIZE",
-                                       "SHARC_LOCAL_RANK", "SHARC_LOCAL_SIZE",
-                                       "SHARC_ADDR",       "SHARC_TOKEN"};
+static const char *const own_vars[] = {
+    "SHARC_RANK", "SHARC_WORLD_SIZE", "SHARC_LOCAL_RANK", "SHARC_LOCAL_SIZE",
+    "SHARC_ADDR", "SHARC_TOKEN",      "SHARC_ROOT_FD"};
+#define NOWN (sizeof own_vars / sizeof *own_vars)
 
 /* The caller's environment without the variables we set, plus room for
- * ours: slots [0] SHARC_RANK and [1] SHARC_LOCAL_RANK change per rank. */
+ * ours: slots [0] SHARC_RANK and [1] SHARC_LOCAL_RANK change per rank;
+ * SHARC_ROOT_FD last, where sharcrun bound the rendezvous port. */
 static char **build_env(const char *token) {
   extern char **environ;
   size_t n = 0;
@@ -416,7 +430,7 @@ static char **build_env(const char *token) {
   size_t k = 6;
   for (size_t i = 0; i < n; i++) {
     bool ours = false;
-    for (size_t j = 0; j < 6; j++) {
+    for (size_t j = 0; j < NOWN; j++) {
       size_t l = strlen(own_vars[j]);
       if (strncmp(environ[i], own_vars[j], l) == 0 && environ[i][l] == '=')
         ours = true;
@@ -428,6 +442,8 @@ static char **build_env(const char *token) {
   env[3] = env_var("SHARC_LOCAL_SIZE", NULL, opt.n);
   env[4] = env_var("SHARC_ADDR", opt.addr, 0);
   env[5] = env_var("SHARC_TOKEN", token, 0);
+  if (root_fd >= 0)
+    env[k] = root_var = env_var("SHARC_ROOT_FD", NULL, root_fd);
   return env;
 }
 
@@ -466,6 +482,8 @@ static int spawn(int r, char **env, int devnull, const struct rlimit *nofile) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     setrlimit(RLIMIT_NOFILE, nofile);
+    if (root_fd >= 0 && r != 0) /* rank 0 serves the rendezvous */
+      close(root_fd);
     if (dup2(devnull, 0) >= 0 && dup2(outp[1], 1) >= 0 && dup2(errp[1], 2) >= 0)
       execvpe(opt.argv[0], opt.argv, env);
     int e = errno;
@@ -693,7 +711,7 @@ int main(int argc, char **argv) {
     ranks[r].io[0].fd = ranks[r].io[1].fd = -1;
 
   if (!opt.addr[0]) {
-    int port = free_port();
+    int port = listen_port();
     if (port < 0) {
       fprintf(stderr,
               "sharcrun: no free TCP port on 127.0.0.1: %s; "
@@ -750,6 +768,10 @@ int main(int argc, char **argv) {
       job.status = e > 0 ? 127 : 1;
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
+  if (root_fd >= 0) { /* rank 0 has it now */
+    close(root_fd);
+    root_fd = -1;
+  }
   /* An incomplete job cannot rendezvous: stop what started. */
   int others = 0;
   for (int r = 0; r < opt.n; r++)
@@ -805,6 +827,7 @@ int main(int argc, char **argv) {
   sweep_segments(token);
   for (int k = 0; k < 6; k++)
     free(env[k]);
+  free(root_var);
   free(env);
   free(pfd);
   free(pidx);

@@ -672,8 +672,15 @@ sharc_status_t bootstrap_root_start(const bootstrap_env_t *env) {
   CHECK(root_addrs(env, addrs, &naddr));
   char list[ROOT_MAX_LISTEN * 64] = "";
   size_t o = 0;
+  /* sharcrun binds the port it chose and hands the socket to rank 0
+   * (SHARC_ROOT_FD), so no other process can take it in between */
+  const char *inh_s = getenv("SHARC_ROOT_FD");
+  int inh = inh_s && *inh_s ? atoi(inh_s) : -1;
   for (int i = 0; i < naddr; i++) {
-    if (net_listen(&addrs[i], 512, &lfd[i], NULL) != SHARC_OK) {
+    if (inh >= 0 && net_adopt_listen(&addrs[i], inh)) {
+      lfd[i] = inh;
+      inh = -2; /* adopted */
+    } else if (net_listen(&addrs[i], 512, &lfd[i], NULL) != SHARC_OK) {
       char why[300];
       snprintf(why, sizeof why, "%s", err_last());
       close_all(lfd, i);
@@ -690,8 +697,9 @@ sharc_status_t bootstrap_root_start(const bootstrap_env_t *env) {
   }
   char where[300];
   snprintf(where, sizeof where, "%s:%d", env->root_host, env->root_port);
-  INFO(SUB_INIT, "bootstrap: root for %d ranks at %s listening on %s",
-       env->nranks, where, list);
+  INFO(SUB_INIT, "bootstrap: root for %d ranks at %s listening on %s%s",
+       env->nranks, where, list,
+       inh == -2 ? " (the socket sharcrun bound, SHARC_ROOT_FD)" : "");
   return root_spawn(lfd, naddr, env->nranks, env->token, where);
 }
 

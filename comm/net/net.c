@@ -383,6 +383,39 @@ sharc_status_t net_listen(const net_addr_t *addr, int backlog, int *fd,
   return SHARC_OK;
 }
 
+int net_adopt_listen(const net_addr_t *addr, int fd) {
+  int listening = 0;
+  socklen_t ol = sizeof listening;
+  net_addr_t got;
+  memset(&got, 0, sizeof got);
+  got.len = sizeof got.sa;
+  if (fd < 0 ||
+      getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) != 0 ||
+      !listening ||
+      getsockname(fd, (struct sockaddr *)&got.sa, &got.len) != 0 ||
+      got.len != addr->len || got.sa.ss_family != addr->sa.ss_family)
+    return 0;
+  if (addr->sa.ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)&addr->sa,
+                             *b = (const struct sockaddr_in *)&got.sa;
+    if (a->sin_port != b->sin_port || a->sin_addr.s_addr != b->sin_addr.s_addr)
+      return 0;
+  } else if (addr->sa.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&addr->sa,
+                              *b = (const struct sockaddr_in6 *)&got.sa;
+    if (a->sin6_port != b->sin6_port ||
+        memcmp(&a->sin6_addr, &b->sin6_addr, sizeof a->sin6_addr))
+      return 0;
+  } else {
+    return 0;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
+      fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)
+    return 0;
+  return 1;
+}
+
 sharc_status_t net_accept(int lfd, uint64_t deadline_ns, int *fd,
                           net_addr_t *peer) {
   for (;;) {

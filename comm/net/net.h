@@ -57,6 +57,12 @@ sharc_status_t net_route_source(const net_addr_t *dst, net_addr_t *out);
  * sharc listens on one interface, never on all of them. */
 sharc_status_t net_listen(const net_addr_t *addr, int backlog, int *fd,
                           net_addr_t *bound);
+
+/* 1 if fd is a listening TCP socket bound to exactly addr (a launcher
+ * bound and handed it down, so that no other process can take the port
+ * between its choice and the listen): made non-blocking and close-on-exec
+ * for use as net_listen's; 0 otherwise (fd untouched). */
+int net_adopt_listen(const net_addr_t *addr, int fd);
 /* Accepts one connection or times out; returned fd is blocking,
  * close-on-exec, TCP_NODELAY. */
 sharc_status_t net_accept(int lfd, uint64_t deadline_ns, int *fd,

@@ -233,6 +233,11 @@ static char *root_var; /* its SHARC_ROOT_FD=, last in the ranks' env */
 /* A free port on 127.0.0.1, bound and listening in root_fd; -1 on error. */
 static int listen_port(void) {
   int s = socket(AF_INET, SOCK_STREAM, 0);
+  if (s >= 0 && s < 3) { /* stdio of the ranks: dup2 would replace it */
+    int t = fcntl(s, F_DUPFD, 3);
+    close(s);
+    s = t;
+  }
   if (s < 0)
     return -1;
   struct sockaddr_in sa = {.sin_family = AF_INET};

@@ -8,7 +8,8 @@
  * thread, one poll loop: signal handlers only write the signal number into
  * a self-pipe, so reaping, forwarding and output all happen in the loop.
  * Once every rank has exited it removes the shared-memory segments that
- * ranks of this job which died during setup left in /dev/shm.
+ * ranks of this job which died during setup left in /dev/shm. --bind pins
+ * the ranks to CPUs (cpubind.c).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pipe2, execvpe, asprintf, sigabbrev_np */
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -34,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpubind.h"
 #include "sharc.h"
 
 #define MAX_RANKS 1024
@@ -70,7 +73,9 @@ static struct {
   double grace, timeout; /* seconds; timeout 0: none */
   char addr[300];
   char **argv; /* program and its arguments */
-} opt = {0, true, 10.0, 0.0, "", NULL};
+  cpubind_mode_t bind;
+} opt = {0, true, 10.0, 0.0, "", NULL, CPUBIND_NONE};
+static cpubind_t binding; /* the ranks' CPU sets; binding.n 0: unbound */
 
 static rank_t *ranks;
 static int nrunning;
@@ -86,7 +91,8 @@ static bool out_dead[3]; /* our stdout/stderr hit EPIPE: drop output */
 
 static const char usage_line[] =
     "usage: sharcrun -n N [--port P | --addr HOST:PORT] [--grace S] "
-    "[--timeout S] [--no-prefix] [--] program [args...]\n";
+    "[--timeout S] [--bind auto|core|none] [--no-prefix] [--] program "
+    "[args...]\n";
 
 static void usage_full(FILE *f) {
   fputs(usage_line, f);
@@ -103,6 +109,12 @@ static void usage_full(FILE *f) {
       "                    their own before SIGTERM (default 10; SIGKILL 3 s "
       "later)\n"
       "  --timeout S       terminate the job after S seconds (exit 124)\n"
+      "  --bind MODE       CPUs per rank, from those sharcrun may use: none\n"
+      "                    (default; SHARC_BIND sets it too) never pins; auto\n"
+      "                    pins each rank to CPUs of its own when there are\n"
+      "                    no more ranks than CPUs, else leaves them unbound;\n"
+      "                    core pins always (rank r to CPU r mod C when\n"
+      "                    oversubscribed). SHARC_DEBUG=INFO prints the sets.\n"
       "  --no-prefix       pass output through without the \"[rank] \" prefix\n"
       "  -h, --help / --version\n\n"
       "Exit status: 0 if every rank exited 0, else the first failing rank's "
@@ -168,7 +180,9 @@ static const char *opt_value(char **argv, int argc, int *i, const char *name) {
 
 static void parse_args(int argc, char **argv) {
   int port = -1;
-  const char *v;
+  const char *v = getenv("SHARC_BIND");
+  if (v && *v && cpubind_parse(v, &opt.bind) != 0)
+    usage_error("SHARC_BIND wants auto, core or none, got '%s'", v);
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -206,6 +220,9 @@ static void parse_args(int argc, char **argv) {
     } else if ((v = opt_value(argv, argc, &i, "--grace"))) {
       if (!parse_seconds(v, &opt.grace))
         usage_error("--grace wants seconds >= 0, got '%s'", v);
+    } else if ((v = opt_value(argv, argc, &i, "--bind"))) {
+      if (cpubind_parse(v, &opt.bind) != 0)
+        usage_error("--bind wants auto, core or none, got '%s'", v);
     } else if ((v = opt_value(argv, argc, &i, "--timeout"))) {
       if (!parse_seconds(v, &opt.timeout) || opt.timeout <= 0.0)
         usage_error("--timeout wants seconds > 0, got '%s'", v);
@@ -452,6 +469,27 @@ static char **build_env(const char *token) {
   return env;
 }
 
+/* SHARC_DEBUG=INFO or TRACE: one line per rank with its CPUs, or one
+ * saying the ranks run unbound. */
+static void report_binding(void) {
+  const char *lv = getenv("SHARC_DEBUG");
+  if (!lv || (strcasecmp(lv, "INFO") && strcasecmp(lv, "TRACE")))
+    return;
+  if (!binding.n) {
+    fprintf(stderr, "sharcrun: %d rank%s unbound (--bind %s)\n", opt.n,
+            opt.n == 1 ? "" : "s",
+            opt.bind == CPUBIND_NONE ? "none"
+                                     : "auto: more ranks than CPUs, or one");
+    return;
+  }
+  for (int r = 0; r < opt.n; r++) {
+    char cpus[256];
+    cpubind_list(&binding.sets[r], cpus, sizeof cpus);
+    fprintf(stderr, "sharcrun: rank %d bound to CPU%s %s\n", r,
+            strpbrk(cpus, ",-") ? "s" : "", cpus);
+  }
+}
+
 /* Starts rank r. Returns 0; the errno of a failed exec (the child then
  * exits 127 and is reaped by the loop as usual); or -1 when no process was
  * started (reported here). */
@@ -489,6 +527,8 @@ static int spawn(int r, char **env, int devnull, const struct rlimit *nofile) {
     setrlimit(RLIMIT_NOFILE, nofile);
     if (root_fd >= 0 && r != 0) /* rank 0 serves the rendezvous */
       close(root_fd);
+    if (binding.n) /* a failure leaves the rank unbound, as with none */
+      sched_setaffinity(0, sizeof binding.sets[r], &binding.sets[r]);
     if (dup2(devnull, 0) >= 0 && dup2(outp[1], 1) >= 0 && dup2(errp[1], 2) >= 0)
       execvpe(opt.argv[0], opt.argv, env);
     int e = errno;
@@ -732,6 +772,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   char **env = build_env(token);
+  if (cpubind_plan(opt.bind, opt.n, &binding) != 0) {
+    perror("sharcrun: calloc");
+    return 1;
+  }
+  report_binding();
 
   /* Two pipes per rank: lift the soft fd limit (children get it back). */
   struct rlimit nofile, raised;

@@ -180,5 +180,53 @@ check "--help: exit 0" test "$RC:$(lines "$OUT" '^usage: sharcrun')" = "0:1"
 run --version
 check "--version" test "$RC:$(lines "$OUT" '^sharcrun (sharc) [0-9]')" = "0:1"
 
+# ---- --bind --------------------------------------------------------------
+# Each rank prints the CPUs it may run on (Cpus_allowed_list). Run under
+# taskset on two CPUs of this machine so that the plan is known; with fewer
+# than two, only the refusals are checked (said below).
+run --bind bogus true
+check "--bind bogus: exit 2 naming the option" \
+  test "$RC:$(lines "$ERR" "^sharcrun: --bind wants auto, core or none, got 'bogus'")" = "2:1"
+RC=0
+SHARC_BIND=sideways timeout 60 "$SR" -n 1 true >"$OUT" 2>"$ERR" </dev/null || RC=$?
+check "SHARC_BIND=sideways: exit 2 naming the variable" \
+  test "$RC:$(lines "$ERR" "^sharcrun: SHARC_BIND wants auto")" = "2:1"
+mapfile -t cpus < <(taskset -cp $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' |
+  awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }')
+if [ "${#cpus[@]}" -ge 2 ]; then
+  two="${cpus[0]},${cpus[1]}"
+  allowed='grep Cpus_allowed_list /proc/self/status | sed "s/.*:[[:space:]]*//"'
+  both=$(taskset -c "$two" sh -c "$allowed") # the two, as the kernel lists them
+  RC=0
+  SHARC_DEBUG=INFO timeout 60 taskset -c "$two" "$SR" --bind auto -n 2 \
+    sh -c "$allowed" \
+    >"$OUT" 2>"$ERR" </dev/null || RC=$?
+  check "--bind auto, 2 ranks on 2 CPUs: a CPU each" test "$RC:$(sort "$OUT")" = \
+    "0:$(printf '[0] %s\n[1] %s' "${cpus[0]}" "${cpus[1]}")"
+  check "--bind auto: SHARC_DEBUG=INFO names the CPUs" \
+    test "$(lines "$ERR" "^sharcrun: rank [01] bound to CPU ${cpus[0]}$\\|^sharcrun: rank [01] bound to CPU ${cpus[1]}$")" = 2
+  RC=0
+  SHARC_BIND=auto timeout 60 taskset -c "$two" "$SR" -n 3 sh -c "$allowed" \
+    >"$OUT" 2>"$ERR" </dev/null || RC=$?
+  check "--bind auto, 3 ranks on 2 CPUs: unbound" test "$RC:$(sort -u "$OUT" | sed 's/^\[[0-9]\] //' | sort -u)" = "0:$both"
+  RC=0
+  timeout 60 taskset -c "$two" "$SR" --bind core -n 3 sh -c "$allowed" \
+    >"$OUT" 2>"$ERR" </dev/null || RC=$?
+  check "--bind core, 3 ranks on 2 CPUs: round robin" test "$RC:$(sort "$OUT")" = \
+    "0:$(printf '[0] %s\n[1] %s\n[2] %s' "${cpus[0]}" "${cpus[1]}" "${cpus[0]}")"
+  RC=0
+  SHARC_BIND=core timeout 60 taskset -c "$two" "$SR" --bind none -n 2 \
+    sh -c "$allowed" >"$OUT" 2>"$ERR" </dev/null || RC=$?
+  check "--bind none (over SHARC_BIND=core): unbound" test "$RC:$(sort "$OUT")" = \
+    "0:$(printf '[0] %s\n[1] %s' "$both" "$both")"
+  RC=0
+  timeout 60 taskset -c "$two" "$SR" -n 2 sh -c "$allowed" >"$OUT" 2>"$ERR" \
+    </dev/null || RC=$?
+  check "no --bind: unbound" test "$RC:$(sort "$OUT")" = \
+    "0:$(printf '[0] %s\n[1] %s' "$both" "$both")"
+else
+  echo "sharcrun_test: --bind placement not checked: this process may run on ${#cpus[@]} CPU(s), it needs 2"
+fi
+
 echo "sharcrun_test: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -151,6 +151,7 @@ sharc_status_t sched_build(sched_algo_t algo, const sched_args_t *args,
                    s->nops);
   s->nchan = 1;
   s->tmp_count = 0;
+  s->fresh_sends = args->coll == SCHED_ALL_REDUCE;
   if (args->order && reorders(algo, args->coll) &&
       !is_identity(args->order, args->nranks))
     CHECK(build_in_order(algo, args, s));

@@ -63,6 +63,11 @@ typedef struct {
   int oom;          /* an append failed; sched_finish reports it */
   int partial;      /* not every rank runs it (send/recv): a timeout names only
                        the peers awaited, not ranks behind in collectives */
+  int fresh_sends;  /* what it sends from RECV or TMP was just written by this
+                       rank (all-reduce: its own reduction, or in place the
+                       caller's input), so a peer reading it in place reads
+                       another core's cache: a transport may copy mid-size
+                       messages instead (shm, SHARC_SHM_DIRECT_FRESH_BYTES) */
 } sched_t;
 
 typedef enum {

@@ -121,6 +121,11 @@ const char *err_last(void);
   X(SHM_DIRECT, "SHARC_SHM_DIRECT", "1",                                       \
     "1: same-host peers read sharc_mem_alloc and sharc_mem_register buffers "  \
     "in place (one copy); 0: always copy through the FIFO")                    \
+  X(SHM_DIRECT_FRESH_BYTES, "SHARC_SHM_DIRECT_FRESH_BYTES", "262144",          \
+    "messages of data the sender has just written (all-reduce's) are read "    \
+    "in place by same-host peers only from this many bytes; smaller ones "     \
+    "are copied through the FIFO, faster while the data sits in the "          \
+    "sender's cache (0: in place from any size)")                              \
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
   X(TCP_DIRECT_BYTES, "SHARC_TCP_DIRECT_BYTES", "262144",                      \

@@ -33,6 +33,7 @@ typedef struct {
   int begun;              /* framing header sent/parsed (transports with one) */
   int direct;             /* the peer reads our buffer / we read the peer's */
   const uint8_t *dsrc;    /* receive in place: the sender's bytes */
+  int fresh;              /* a SEND of bytes this rank has just written */
 } op_state_t;
 
 #define EXEC_CHECK_INTERVAL_NS 100000000ull /* liveness check period */
@@ -129,11 +130,13 @@ static int begin(op_state_t *st, void *const bufs[3], size_t esize) {
   transport_conn_t *c = st->conn;
   const sched_op_t *o = st->op;
   int r;
-  if (o->kind == SCHED_SEND)
+  if (o->kind == SCHED_SEND) {
+    c->fresh = st->fresh;
     r = c->tp->send_begin(c, buf_at(bufs, o->src_buf, o->src_off, esize),
                           st->bytes);
-  else
+  } else {
     r = c->tp->recv_begin(c, st->bytes, (const void **)&st->dsrc);
+  }
   if (r < 0)
     return 0;
   st->begun = 1;
@@ -371,6 +374,12 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
                   err_last());
       return cst;
     }
+    /* RECV and TMP hold what this call wrote, and in place SEND is RECV,
+     * the caller's data just before the call; SEND out of place may be
+     * read call after call unchanged, and stays in the peers' caches. */
+    st->fresh =
+        s->fresh_sends && (o->src_buf != SCHED_BUF_SEND ||
+                           bufs[SCHED_BUF_SEND] == bufs[SCHED_BUF_RECV]);
   }
 
   size_t slice = comm->cfg.slice;

@@ -51,6 +51,9 @@ typedef struct transport_conn {
    * small-message or in-place shortcut and recv_begin no direct receive
    * (set by a wrapping layer that must see each byte; 0 otherwise). */
   int framed_only;
+  /* Set by the executor before each send_begin: 1 when the bytes were
+   * just written by this rank (sched_t.fresh_sends, from RECV or TMP). */
+  int fresh;
   struct sharc_comm *comm; /* set by a wrapping layer; NULL otherwise */
 } transport_conn_t;
 

@@ -563,6 +563,10 @@ static void run_mem(void) {
        .inplace = 1,
        .count = 262147},
       {.coll = C_AR, .dt = SHARC_F64, .op = SHARC_SUM, .count = 1000},
+      /* out of place, large: SEND read in place, the reduced RECV blocks
+       * (fresh, below SHARC_SHM_DIRECT_FRESH_BYTES) through the FIFO, in
+       * one call */
+      {.coll = C_AR, .dt = SHARC_F32, .op = SHARC_SUM, .count = 262147},
       {.coll = C_RS,
        .dt = SHARC_I32,
        .op = SHARC_SUM,

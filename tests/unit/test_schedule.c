@@ -313,6 +313,35 @@ static void test_host_traffic(void) {
   sched_free(&s);
 }
 
+/* fresh_sends: every all-reduce algorithm's schedule says that what it
+ * sends from RECV or TMP was just written (the shm transport then copies
+ * mid-size messages instead of letting the peer read them in place); no
+ * other collective's does. */
+static void test_fresh_sends(void) {
+  static const sched_coll_t colls[] = {SCHED_ALL_GATHER, SCHED_REDUCE_SCATTER,
+                                       SCHED_ALL_REDUCE, SCHED_BROADCAST,
+                                       SCHED_REDUCE,     SCHED_BARRIER};
+  for (int al = 0; al < SCHED_ALGO_COUNT; al++)
+    for (size_t c = 0; c < sizeof colls / sizeof *colls; c++) {
+      if (!sched_algo_supports((sched_algo_t)al, colls[c]))
+        continue;
+      sched_args_t a = {.coll = colls[c],
+                        .rank = 1,
+                        .nranks = 4,
+                        .count = 64,
+                        .nchan = 2,
+                        .chunk = 16};
+      sched_t s;
+      sched_init(&s);
+      sharc_status_t st = sched_build((sched_algo_t)al, &a, &s);
+      if (st == SHARC_OK)
+        EXPECT(s.fresh_sends == (colls[c] == SCHED_ALL_REDUCE),
+               "%s %s: fresh_sends %d", sched_algo_name((sched_algo_t)al),
+               sched_coll_name(colls[c]), s.fresh_sends);
+      sched_free(&s);
+    }
+}
+
 /* ---- structure ---- */
 
 static size_t rounds_of(sched_algo_t al, sched_coll_t co, int n, int rank,
@@ -795,6 +824,7 @@ int main(void) {
   test_pick();
   test_cache();
   test_p2p_build();
+  test_fresh_sends();
   sweep_main(quick);
   sweep_types(quick);
   sweep_large(quick);

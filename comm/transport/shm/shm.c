@@ -146,6 +146,7 @@ struct shm_state {
   char path[96];      /* our segment */
   int named;          /* path names it: unlink in teardown */
   int direct;         /* SHARC_SHM_DIRECT */
+  size_t fresh_min;   /* SHARC_SHM_DIRECT_FRESH_BYTES */
   shm_map_t *maps;    /* [nlocal * SHM_MAP_CACHE] peer regions mapped */
   uint64_t map_tick;
 };
@@ -541,6 +542,8 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
       calloc((size_t)comm->nranks * (size_t)s->nchan * 2, sizeof *s->conns);
   s->maps = calloc((size_t)s->nlocal * SHM_MAP_CACHE, sizeof *s->maps);
   s->direct = param_int(PARAM_SHM_DIRECT) != 0 && s->nlocal <= SHM_MAX_DIRECT;
+  int64_t fresh = param_int(PARAM_SHM_DIRECT_FRESH_BYTES);
+  s->fresh_min = fresh > 0 ? (size_t)fresh : 0;
   if (!s->segs || !s->local_of || !s->conns || !s->maps)
     return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
   for (int i = 0; i < s->nlocal; i++)
@@ -658,8 +661,11 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   mem_ref_t ref;
   unsigned ok =
       s->direct ? atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) : 0;
+  /* Data the sender has just written sits in its core's cache: below
+   * fresh_min the peer copies it faster out of the FIFO than it reads it
+   * in place (bench/results/peers/registered_allreduce.md). */
   if ((ok & (DIRECT_MEMFD | DIRECT_CMA)) && !tc->framed_only &&
-      mem_find(src, bytes, &ref)) {
+      !(tc->fresh && bytes < s->fresh_min) && mem_find(src, bytes, &ref)) {
     if (ref.kind == MEM_ALLOCATED && (ok & DIRECT_MEMFD)) {
       m.kind = SHM_MSG_DIRECT;
       m.fd = ref.fd;

@@ -34,8 +34,8 @@ else
   echo "format: run 'git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format -i'"
   status=1
 fi
-echo "=== fuzz (tests/fuzz: regression inputs, then 25 s per target) ==="
-if FUZZ_DIR=build-fuzz bash tests/fuzz/run_fuzz.sh 25; then
+echo "=== fuzz (tests/fuzz: regression inputs, then 15 s per target) ==="
+if FUZZ_DIR=build-fuzz bash tests/fuzz/run_fuzz.sh 15; then
   echo "fuzz: no findings"
 else
   echo "fuzz: findings or a failed build; see build-fuzz/*.log and build-fuzz/artifacts/"

@@ -50,7 +50,9 @@
 # default (80;90), WERROR=ON turns warnings into errors (off by default: the
 # GPU image's compilers may warn where this project's CI compilers do not,
 # and a lease is too short to lose to that), SHARC_GPU_BIG=0 skips the --big run (it needs about 6.5
-# GB of GPU and 9 GB of host memory).
+# GB of GPU and 9 GB of host memory), DEADLINE=S ends the run S seconds
+# after its start (see step() below), CTEST_JOBS=N runs the gpu tests N at
+# a time.
 set -u
 soft=${SOFTCUDA:-0}
 out=${OUT:-gpu-out}
@@ -69,13 +71,32 @@ summary=$logs/summary.txt
 : >"$summary"
 failed=0
 
+# DEADLINE=S (seconds from the start; 0, the default, for none) fits a
+# lease: each step runs under `timeout` for the seconds left, and a step
+# that would start after the deadline is recorded as not run (rc=124), so
+# the logs are always packed before the device call ends.
+deadline=${DEADLINE:-0}
+
 # step NAME CMD...: runs CMD, output to the terminal and $logs/NAME.log, and
 # records NAME's exit status.
 step() {
-  local name=$1 start=$SECONDS rc
+  local name=$1 start=$SECONDS rc left=0
   shift
+  if [ "$deadline" -gt 0 ]; then
+    left=$((deadline - SECONDS))
+    if [ "$left" -le 0 ]; then
+      printf '%-10s rc=124 not run: DEADLINE=%ss passed  %s\n' "$name" \
+        "$deadline" "$*" | tee -a "$summary"
+      failed=1
+      return 124
+    fi
+  fi
   echo "=== $name: $*" | tee "$logs/$name.log"
-  "$@" 2>&1 | tee -a "$logs/$name.log"
+  if [ "$left" -gt 0 ]; then
+    timeout -k 5 "$left" "$@" 2>&1 | tee -a "$logs/$name.log"
+  else
+    "$@" 2>&1 | tee -a "$logs/$name.log"
+  fi
   rc=${PIPESTATUS[0]}
   printf '%-10s rc=%-3s %4ss  %s\n' "$name" "$rc" $((SECONDS - start)) "$*" |
     tee -a "$summary"
@@ -140,7 +161,9 @@ fi
 
 if want tests; then
   test_bin=$build/tests/gpu/test_dev_kernels
-  step ctest bash -c "cd '$build' && ctest -L gpu -R '${GPU_TESTS:-.}' --output-on-failure -V"
+  # CTEST_JOBS=N runs N tests at once (the ranks share the GPU); the
+  # default, 1, keeps timings clean
+  step ctest bash -c "cd '$build' && ctest -L gpu -R '${GPU_TESTS:-.}' -j${CTEST_JOBS:-1} --output-on-failure -V"
   # the device, its driver and runtime, as the kernels' test found them
   grep -m1 -oE 'test_dev_kernels: device .*' "$logs/ctest.log" |
     sed 's/^/device     /' >>"$summary"

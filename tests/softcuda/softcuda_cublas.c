@@ -10,8 +10,10 @@
  *    destroyed handle is CUBLAS_STATUS_NOT_INITIALIZED;
  *  - cublasSgemm, cublasGemmEx and cublasGemmStridedBatchedEx, column
  *    major, op N, T and C (= T for real types), with the argument checks of
- *    cuBLAS (BLAS's xerbla checks: m, n, k, lda, ldb, ldc, batchCount, the
- *    transposes; CUBLAS_STATUS_INVALID_VALUE) and its quick returns (m, n or
+ *    cuBLAS (BLAS's xerbla checks: m, n, k, lda, ldb, ldc, the transposes;
+ *    CUBLAS_STATUS_INVALID_VALUE; a negative batchCount, which cuBLAS does
+ *    not check, fails as its launch does: CUBLAS_STATUS_EXECUTION_FAILED)
+ *    and its quick returns (m, n or
  *    batchCount 0: nothing; k 0 or alpha 0: C = beta C, A and B unread;
  *    beta 0: C is written, not read, so a NaN there does not survive);
  *  - types: A and B f32, f16 or bf16 (the same), C f32 or A's type,
@@ -562,10 +564,9 @@ static cublasStatus_t gemm(cublasHandle_t handle, const gemm_args_t *g) {
   int cols_a = g->ta == CUBLAS_OP_N ? g->k : g->m;
   int rows_b = g->tb == CUBLAS_OP_N ? g->k : g->n;
   int cols_b = g->tb == CUBLAS_OP_N ? g->n : g->k;
-  if (g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0)
+  if (g->m < 0 || g->n < 0 || g->k < 0)
     REFUSE(CUBLAS_STATUS_INVALID_VALUE,
-           "%s: m %d, n %d, k %d, batchCount %d: none may be negative", fn,
-           g->m, g->n, g->k, g->batch);
+           "%s: m %d, n %d, k %d: none may be negative", fn, g->m, g->n, g->k);
   if (g->lda < max1(rows_a) || g->ldb < max1(rows_b) || g->ldc < max1(g->m))
     REFUSE(CUBLAS_STATUS_INVALID_VALUE,
            "%s: lda %d, ldb %d, ldc %d: each must be at least max(1, rows) "
@@ -583,6 +584,13 @@ static cublasStatus_t gemm(cublasHandle_t handle, const gemm_args_t *g) {
   }
   if (!g->alpha || !g->beta)
     REFUSE(CUBLAS_STATUS_INVALID_VALUE, "%s: alpha or beta is NULL", fn);
+  /* cuBLAS 13.0 does not check batchCount: a negative one fails at the
+   * launch (CUBLAS_STATUS_EXECUTION_FAILED, no xerbla line; seen on an
+   * H100, bench/results/gpu_h100_first) */
+  if (g->batch < 0)
+    REFUSE(CUBLAS_STATUS_EXECUTION_FAILED,
+           "%s: batchCount %d is negative (cuBLAS fails the launch)", fn,
+           g->batch);
   if (g->m == 0 || g->n == 0 || g->batch == 0)
     return CUBLAS_STATUS_SUCCESS;
 

@@ -140,6 +140,9 @@ same() {
   local noise=() m
   for m in 2 3 4; do
     noise+=(--noise "$W/${ref}_m$m.jsonl" "$W/${ref}_m$m.bin")
+    # the device's own regrouped runs, where device() trained them
+    [ -f "$W/${ref}_d$m.bin" ] &&
+      noise+=(--noise "$W/${ref}_d$m.jsonl" "$W/${ref}_d$m.bin")
   done
   compare "$ref" "$tag" "${noise[@]}" "$@"
 }
@@ -165,6 +168,13 @@ need_cuda() {
 device() {
   need_cuda "$@"
   reference ref 1 "$@" || return
+  # The noise of the device's own kernels, regrouped the same way: on a GPU
+  # cuBLAS rounds otherwise than the host's BLAS, and Adam turns the sign of
+  # a near-zero gradient into a whole +-lr step, so the host's regroupings
+  # alone can miss it (first H100 run: host regroupings 2.7e-06 apart, a
+  # 1-rank device run 9.6e-05 from the host's; bench/results/gpu_h100_first)
+  train ref_d2 1 "$@" --device cuda --micro 2 &&
+    train ref_d4 1 "$@" --device cuda --micro 4 || return
   local combos="full:1 full:2 full:4 grad_op:2 grad_op:4 hybrid:4"
   [ "$QUICK" = --quick ] && combos="full:1 grad_op:2 hybrid:4"
   for c in $combos; do

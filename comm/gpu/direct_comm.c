@@ -406,11 +406,19 @@ static sharc_status_t dc_alloc(devcomm_t *dc, dev_stream_t *ds, dc_desc_t *mine,
   CHECK(wd_start(fn));
   cudaError_t e = cudaMalloc((void **)&dc->mem, dc->bytes);
   if (e == cudaSuccess)
-    e = cudaMemset(dc->mem, 0, dc->stg_off);
+    e = cudaStreamCreateWithFlags(&dc->side, cudaStreamNonBlocking);
+  /* The flags are zeroed, and the zeros have landed, before the handle is
+   * shared: cudaMemset of device memory returns before it runs, and a zero
+   * landing after a peer's first flag write erased it (the probe's "flag
+   * writes did not arrive" on the first H100 run, with 3 and 4 ranks). On
+   * the side stream: the legacy stream would also wait for the caller's
+   * blocking streams. */
+  if (e == cudaSuccess)
+    e = cudaMemsetAsync(dc->mem, 0, dc->stg_off, dc->side);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(dc->side);
   if (e == cudaSuccess)
     e = cudaIpcGetMemHandle(&mine->handle, dc->mem);
-  if (e == cudaSuccess)
-    e = cudaStreamCreateWithFlags(&dc->side, cudaStreamNonBlocking);
   if (e == cudaSuccess)
     e = cudaEventCreateWithFlags(&dc->last, cudaEventDisableTiming);
   void *words = NULL;

@@ -120,8 +120,17 @@ sharc_status_t dq_probe(devcomm_t *dc, const char *fn) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
-  if (e != cudaSuccess) /* let the waits queued pass */
-    (void)cudaMemset(dc->mem + 8 * (size_t)n, RELEASED_BYTE, 4 * (size_t)n);
+  /* Let the waits queued pass: on a stream of its own (the legacy stream
+   * would wait for the caller's blocking streams; the side stream holds the
+   * waits). */
+  if (e != cudaSuccess) {
+    cudaStream_t rel = NULL;
+    if (cudaStreamCreateWithFlags(&rel, cudaStreamNonBlocking) == cudaSuccess) {
+      (void)cudaMemsetAsync(dc->mem + 8 * (size_t)n, RELEASED_BYTE,
+                            4 * (size_t)n, rel);
+      (void)cudaStreamDestroy(rel); /* released once the memset ran */
+    }
+  }
   (void)cudaGetLastError();
   if (q.err)
     return err_record(SHARC_ERR_UNSUPPORTED,

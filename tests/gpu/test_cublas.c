@@ -210,6 +210,9 @@ static void *to_device(const void *host, size_t n, const type_t *t) {
   size_t bytes = (n ? n : 1) * t->size;
   CUDA_OK(cudaMalloc(&d, bytes));
   CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+  /* from pageable memory it may land after cudaMemcpy returned, and a
+   * non-blocking stream does not wait for it */
+  CUDA_OK(cudaDeviceSynchronize());
   return d;
 }
 
@@ -262,6 +265,7 @@ static void run_case(cublasHandle_t h, const case_t *x) {
   if (x->dev_scalars) {
     CUDA_OK(cudaMalloc((void **)&ds, sizeof scalars));
     CUDA_OK(cudaMemcpy(ds, scalars, sizeof scalars, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaDeviceSynchronize()); /* as in to_device */
     alpha = &ds[0];
     beta = &ds[1];
     IS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE),
@@ -604,6 +608,7 @@ static void test_stream_order(cublasHandle_t h) {
   float alpha = 2.0f;
   float *palpha = f;
   CUDA_OK(cudaMemcpy(dzero, &zero, sizeof zero, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaDeviceSynchronize()); /* as in to_device */
   CUDA_OK(cudaLaunchHostFunc(s, hold, NULL));
   IS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &alpha, da, M, db, K,
                  &zero, dout, M),

@@ -593,10 +593,13 @@ static void run_reduce_n(ctx_t *c, sharc_dtype_t dt, sharc_op_t op, int nsrc,
   const void *srcs[16];
   for (int k = 0; k < nsrc; k++)
     srcs[k] = c->da + (size_t)k * stride * es;
-  CUDA_OK(cudaMemcpy(c->da, c->ha, (size_t)nsrc * stride * es,
-                     cudaMemcpyHostToDevice));
+  /* on the kernel's stream: a cudaMemcpy from pageable memory may return
+   * before it landed, and c->stream does not wait for the legacy stream */
+  CUDA_OK(cudaMemcpyAsync(c->da, c->ha, (size_t)nsrc * stride * es,
+                          cudaMemcpyHostToDevice, c->stream));
   memset(c->got, 0xA5, (n + GUARD) * es);
-  CUDA_OK(cudaMemcpy(c->dd, c->got, (n + GUARD) * es, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpyAsync(c->dd, c->got, (n + GUARD) * es,
+                          cudaMemcpyHostToDevice, c->stream));
   char what[80];
   snprintf(what, sizeof what, "reduce_n %s %s, %d sources, n %zu",
            sharc_dtype_name(dt), sharc_op_name(op), nsrc, n);
@@ -658,9 +661,10 @@ static void run_convert(ctx_t *c) {
           ((uint16_t *)c->ha)[k] = (uint16_t)k;
       size_t ds = sharc_dtype_size(dt), ss = sharc_dtype_size(st);
       memset(c->got, 0xA5, (n + GUARD) * ds);
-      CUDA_OK(
-          cudaMemcpy(c->dd, c->got, (n + GUARD) * ds, cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(c->da, c->ha, n * ss, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpyAsync(c->dd, c->got, (n + GUARD) * ds,
+                              cudaMemcpyHostToDevice, c->stream));
+      CUDA_OK(cudaMemcpyAsync(c->da, c->ha, n * ss, cudaMemcpyHostToDevice,
+                              c->stream));
       char what[64];
       snprintf(what, sizeof what, "convert %s to %s", sharc_dtype_name(st),
                sharc_dtype_name(dt));

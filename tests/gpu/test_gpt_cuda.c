@@ -173,6 +173,10 @@ static int run_model(const setup_t *s, const sharc_model_t *m, int dev,
       memcpy(gr[u], s->grad0[u], b);
     }
   }
+  /* the copies from pageable memory may land after cudaMemcpy returned;
+   * the non-blocking stream does not wait for them */
+  if (dev)
+    CUDA_OK(cudaDeviceSynchronize());
   sharc_batch_t batch = {
       .n = n, .global_n = s->global_n, .x = s->x, .y = s->y, .training = 1};
   for (int pass = 0; pass < 2 && rc == 0; pass++)

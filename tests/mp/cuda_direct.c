@@ -144,6 +144,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < nc; i++)
     h[i] = val(rank, 0, i);
   cudaMemcpy(d_in, h, nc * b, cudaMemcpyHostToDevice);
+  cudaDeviceSynchronize(); /* it may land later; cs does not wait */
   /* A first call sets the path up (a host exchange, once per comm). */
   if (sharc_all_reduce(d_in, d_ar, 1, SHARC_U32, SHARC_SUM, comm, s) ||
       sharc_stream_synchronize(s)) {

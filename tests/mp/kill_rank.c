@@ -393,8 +393,11 @@ int main(int argc, char **argv) {
                 : coll == C_SCATTER ? (float)(j / per + 1) /* block b: b + 1 */
                                     : 1.0f;
 #ifdef SHARC_HAVE_CUDA
-    if (on_device && cudaMemcpy(in, fill, inn * sizeof *fill,
-                                cudaMemcpyHostToDevice) != cudaSuccess)
+    /* the copy may land after cudaMemcpy returned, and the non-blocking
+     * CUDA stream does not wait for it: synchronise */
+    if (on_device && (cudaMemcpy(in, fill, inn * sizeof *fill,
+                                 cudaMemcpyHostToDevice) != cudaSuccess ||
+                      cudaDeviceSynchronize() != cudaSuccess))
       return 2;
 #endif
     if (!on_device)

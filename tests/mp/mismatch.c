@@ -134,6 +134,7 @@ static int dev_open(sharc_comm_t comm, size_t bytes, const void *in, void **din,
       cudaMalloc(&D.out, bytes) != cudaSuccess ||
       cudaMemcpy(D.in, in, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
       cudaMemset(D.out, POISON, bytes) != cudaSuccess ||
+      cudaDeviceSynchronize() != cudaSuccess || /* D.cs does not wait */
       sharc_stream_create_cuda(&D.s, D.cs) != SHARC_OK) {
     printf("mismatch: rank %d: device setup failed: %s\n", rank,
            sharc_last_error());
@@ -154,8 +155,10 @@ static void dev_get(void *host, const void *p, size_t bytes) {
 }
 
 static void dev_put(void *p, const void *host, size_t bytes) {
-  if (p == D.out)
+  if (p == D.out) {
     cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize(); /* it may land later; D.cs does not wait */
+  }
 }
 
 static void dev_close(void) {

@@ -103,7 +103,12 @@ static int verify(const uint8_t *p, size_t n, int src, int dst, int t,
 static size_t dsize(int dt) { return sharc_dtype_size((sharc_dtype_t)dt); }
 
 /* A buffer the transfers use: host memory, or (--mem cuda) device memory
- * with a host twin that fills and checks it. */
+ * with a host twin that fills and checks it. The twins are copied on the
+ * CUDA stream the calls run on (dev_cs), so the device buffers are filled
+ * before the calls read or write them: a cudaMemcpy from pageable memory
+ * to the device returns before the copy landed, on the legacy stream, which
+ * a cudaStreamNonBlocking stream does not wait for (on a GPU the receive
+ * buffer's fill then overwrote what was received). */
 static int on_device;
 typedef struct {
   uint8_t *h;
@@ -113,6 +118,7 @@ typedef struct {
 
 #ifdef SHARC_HAVE_CUDA
 #include <cuda_runtime.h>
+static cudaStream_t dev_cs; /* --mem cuda: the calls' CUDA stream */
 static void cuda_check(cudaError_t e, const char *what) {
   if (e != cudaSuccess && failures++ < 10)
     printf("rank %d: FAIL %s: %s\n", me, what, cudaGetErrorString(e));
@@ -128,21 +134,27 @@ static mbuf_t mb_new(size_t n) {
   return b;
 }
 static void *mb_ptr(const mbuf_t *b) { return on_device ? b->d : b->h; }
-/* host twin -> device buffer, and back */
+/* host twin -> device buffer, queued on dev_cs before the calls (the twin
+ * stays unchanged until the calls were synchronised) */
 static void mb_push(const mbuf_t *b) {
 #ifdef SHARC_HAVE_CUDA
   if (on_device)
-    cuda_check(cudaMemcpy(b->d, b->h, b->n, cudaMemcpyHostToDevice),
-               "cudaMemcpy to the device");
+    cuda_check(
+        cudaMemcpyAsync(b->d, b->h, b->n, cudaMemcpyHostToDevice, dev_cs),
+        "cudaMemcpyAsync to the device");
 #else
   (void)b;
 #endif
 }
+/* device buffer -> host twin, after the calls on dev_cs */
 static void mb_pull(const mbuf_t *b) {
 #ifdef SHARC_HAVE_CUDA
-  if (on_device)
-    cuda_check(cudaMemcpy(b->h, b->d, b->n, cudaMemcpyDeviceToHost),
-               "cudaMemcpy from the device");
+  if (on_device) {
+    cuda_check(
+        cudaMemcpyAsync(b->h, b->d, b->n, cudaMemcpyDeviceToHost, dev_cs),
+        "cudaMemcpyAsync from the device");
+    cuda_check(cudaStreamSynchronize(dev_cs), "cudaStreamSynchronize");
+  }
 #else
   (void)b;
 #endif
@@ -541,6 +553,7 @@ static int run_device_sweep(int quick) {
   cuda_check(cudaSetDevice(local % ndev), "cudaSetDevice");
   cuda_check(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking),
              "cudaStreamCreate");
+  dev_cs = cs;
   sharc_stream_t ds = NULL, hs = NULL;
   check_st(sharc_stream_create_cuda(&ds, cs), world, "cuda stream");
   check_st(sharc_stream_create(&hs), world, "host stream");

@@ -65,6 +65,13 @@
  * (cudaStreamPerThread is the legacy stream here), and timing (copies run
  * at memcpy speed). cudaMemcpyAsync is always asynchronous, also for
  * pageable memory (CUDA may be synchronous there): the stricter order.
+ * cudaMemcpy from pageable host memory to device memory returns, as in
+ * CUDA, once the source was copied aside, before the copy reached the
+ * device: it runs on the legacy stream, so a cudaStreamNonBlocking
+ * stream's work may see the destination's old bytes (a GPU's copy
+ * engines do that to a program that does not synchronise in between).
+ * cudaMemset of device memory and a device-to-device cudaMemcpy return at
+ * once too (queued on the legacy stream), as in CUDA.
  *
  * Files: softcuda.c (errors, process state, devices, the driver entry point
  * lookup), softcuda_mem.c (allocations, pointer attributes, copies and

@@ -107,6 +107,7 @@ typedef struct op {
   uint64_t seq;
   dep_t *deps;
   int ndeps;
+  void *owned; /* freed with the op: a pageable copy's staged source */
   union {
     struct { /* rows of `width` bytes: one row for a plain copy */
       void *dst;

@@ -343,17 +343,34 @@ static cudaError_t check_copy(const char *fn, void *dst, size_t dext,
   return e;
 }
 
-/* Lock held: queues op on stream (sync: on the legacy stream, then waits
- * for it) unless the argument check failed. */
+/* How a copy or memset is queued (queue_checked). */
+enum {
+  Q_ASYNC,  /* on the given stream; returns at once */
+  Q_SYNC,   /* on the legacy stream, then waits for it */
+  Q_STAGED, /* on the legacy stream after waiting for what is queued on it
+             * already; returns before the copy ran (the op holds its
+             * source) */
+};
+
+/* Lock held: queues op (how: Q_*) unless the argument check failed. */
 static cudaError_t queue_checked(cudaError_t check, op_t *op,
-                                 cudaStream_t stream, int sync) {
+                                 cudaStream_t stream, int how) {
   if (check != cudaSuccess) {
     sc_op_free(op);
     return check;
   }
   stream_t *s = NULL;
-  cudaError_t e = sc_enqueue(sync ? NULL : stream, op, &s);
-  if (e == cudaSuccess && sync) {
+  if (how == Q_STAGED) { /* "a stream sync is performed before the copy" */
+    cudaError_t e = sc_resolve(NULL, &s);
+    if (e != cudaSuccess) {
+      sc_op_free(op);
+      return e;
+    }
+    sc_wait_stream(s);
+    return sc_sticky_or(sc_submit(s, op));
+  }
+  cudaError_t e = sc_enqueue(how == Q_SYNC ? NULL : stream, op, &s);
+  if (e == cudaSuccess && how == Q_SYNC) {
     sc_wait_stream(s);
     e = sc_sticky_or(e);
   }
@@ -388,8 +405,32 @@ static cudaError_t copy_2d(const char *fn, void *dst, size_t dpitch,
   pthread_mutex_lock(&sc_state.lock);
   op->u.copy.dk = sc_mem_kind(dst, dext);
   op->u.copy.sk = sc_mem_kind(src, sext);
-  e = queue_checked(check_copy(fn, dst, dext, src, sext, kind), op, stream,
-                    sync);
+  e = check_copy(fn, dst, dext, src, sext, kind);
+  int how = sync ? Q_SYNC : Q_ASYNC;
+  /* A synchronous copy from pageable host memory to device memory returns
+   * once the driver copied the source to its staging memory; the DMA to
+   * the destination may not have completed (CUDA's "API synchronization
+   * behavior"), and only the legacy stream and the blocking streams are
+   * ordered behind it: work on a cudaStreamNonBlocking stream may run
+   * before it lands. So here too: the source is copied now, the copy runs
+   * on the legacy stream's worker later. */
+  if (e == cudaSuccess && sync && sext && op->u.copy.sk == M_UNREG &&
+      op->u.copy.dk == M_DEVICE &&
+      (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault)) {
+    pthread_mutex_unlock(&sc_state.lock);
+    op->owned = malloc(sext);
+    if (op->owned) {
+      memcpy(op->owned, src, sext);
+      op->u.copy.src = op->owned; /* M_UNREG as src was */
+      how = Q_STAGED;
+    }
+    pthread_mutex_lock(&sc_state.lock);
+  }
+  /* Device to device, CUDA performs no host-side synchronisation: the
+   * copy is queued on the legacy stream and the call returns. */
+  if (sync && op->u.copy.sk == M_DEVICE && op->u.copy.dk == M_DEVICE)
+    how = Q_ASYNC; /* stream is NULL: the legacy stream */
+  e = queue_checked(e, op, stream, how);
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);
 }
@@ -427,7 +468,11 @@ static cudaError_t memset_op(const char *fn, void *dst, int value, size_t count,
   op->u.set.value = value;
   op->u.set.bytes = count;
   pthread_mutex_lock(&sc_state.lock);
-  e = queue_checked(sc_check_dev_side(fn, "dst", dst, count), op, stream, sync);
+  /* cudaMemset of device memory is asynchronous to the host (CUDA's "API
+   * synchronization behavior"): queued on the legacy stream, it may land
+   * after work a cudaStreamNonBlocking stream or another process did */
+  int how = sync && sc_mem_kind(dst, count) != M_DEVICE ? Q_SYNC : Q_ASYNC;
+  e = queue_checked(sc_check_dev_side(fn, "dst", dst, count), op, stream, how);
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);
 }

@@ -47,6 +47,7 @@ void sc_op_free(op_t *op) {
       op->u.kern.release(op->u.kern.ctx);
     free(op->u.kern.ptrs);
   }
+  free(op->owned);
   free(op->deps);
   free(op);
 }

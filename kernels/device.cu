@@ -560,6 +560,55 @@ int kernel_dev_convert(void *dst, sharc_dtype_t dst_type, const void *src,
                                0, static_cast<cudaStream_t>(cuda_stream));
 }
 
+/* Loads one kernel into the current device's context (cudaFuncGetAttributes
+ * does, under lazy loading); the first error is kept in *err. */
+static void preload_one(const void *fn, cudaError_t *err) {
+  if (fn == nullptr || *err != cudaSuccess)
+    return;
+  cudaFuncAttributes attr;
+  *err = cudaFuncGetAttributes(&attr, fn);
+}
+
+/* Devices whose context has every kernel loaded (kernel_dev_preload). */
+static std::atomic<bool> preloaded[kMaxDevices];
+
+int kernel_dev_preload(void) {
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess)
+    return (int)err;
+  const bool cached = dev >= 0 && dev < kMaxDevices;
+  if (cached && preloaded[dev].load(std::memory_order_acquire))
+    return 0;
+  static const sharc_op_t ops[] = {SHARC_SUM, SHARC_PROD, SHARC_MIN, SHARC_MAX};
+  static const sharc_dtype_t floats[] = {SHARC_F32, SHARC_F16, SHARC_BF16};
+  for (unsigned d = 0; d < SHARC_DTYPE_COUNT && err == cudaSuccess; d++) {
+    const sharc_dtype_t dt = static_cast<sharc_dtype_t>(d);
+    if (pick_reduce_n(dt, OP_SUM) == nullptr)
+      continue; /* not a kernel dtype */
+    for (sharc_op_t op : ops) {
+      preload_one(reinterpret_cast<const void *>(pick(dt, kernel_op(op)).fn),
+                  &err);
+      preload_one(
+          reinterpret_cast<const void *>(pick_reduce_n(dt, kernel_op(op))),
+          &err);
+    }
+    preload_one(reinterpret_cast<const void *>(pick(dt, OP_DIV).fn), &err);
+  }
+  for (sharc_dtype_t to : floats)
+    for (sharc_dtype_t from : floats) {
+      convert_fn fn = to == SHARC_F32   ? convert_from<SHARC_F32>(from)
+                      : to == SHARC_F16 ? convert_from<SHARC_F16>(from)
+                                        : convert_from<SHARC_BF16>(from);
+      preload_one(reinterpret_cast<const void *>(fn), &err);
+    }
+  if (err != cudaSuccess)
+    return (int)err;
+  if (cached)
+    preloaded[dev].store(true, std::memory_order_release);
+  return 0;
+}
+
 int kernel_dev_copy(void *dst, const void *src, size_t bytes,
                     void *cuda_stream) {
   if (bytes == 0 || dst == src)

@@ -88,6 +88,16 @@ int kernel_dev_convert(void *dst, sharc_dtype_t dst_type, const void *src,
 int kernel_dev_copy(void *dst, const void *src, size_t bytes,
                     void *cuda_stream);
 
+/* Loads every kernel of this file into the current device's context, once
+ * per device and process; returns 0 or the cudaError_t. Under lazy loading
+ * (CUDA's default since 12.2) a kernel is otherwise loaded at its first
+ * launch, and loading may synchronize the context: a first launch while a
+ * stream of the device waits for the launching thread, or for a thread
+ * that waits for it (sharc's worker, a stream waiting for a collective's
+ * release), would deadlock. So whatever queues such waits calls this
+ * first, while nothing of its own is queued. Blocking; thread-safe. */
+int kernel_dev_preload(void);
+
 /* Whether a CUDA device this build can run its kernels on exists: returns 1
  * and sets *ndev to the device count if so; returns 0, *ndev = 0 (or the
  * count, when only the kernel image is missing) and writes the reason to

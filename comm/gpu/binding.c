@@ -21,6 +21,14 @@
  * two CUDA-bound sharc streams of one process can deadlock (one's host
  * function holds the thread while the other's earlier call waits behind
  * its own): keep to one per process there.
+ *
+ * Opening a bound stream loads all of sharc's kernels into the device's
+ * context (kernel_dev_preload): under CUDA's lazy loading a kernel's first
+ * launch may synchronize the context, and the worker (the ipc path's
+ * reductions) and the enqueueing thread (the staged path's GPU reduction,
+ * queued behind a release wait) launch kernels while the CUDA stream waits
+ * for a release only the worker gives: a deadlock on a GPU (softcuda models
+ * it: softcuda_kernel.c).
  */
 #include "device.h" /* kernels/: kernel_dev_versions */
 #include "gpu_impl.h"
@@ -122,6 +130,18 @@ sharc_status_t gpu_stream_open(void **out, void *cuda_stream) {
   e = gs_enter_device(dev, &prev);
   if (e != cudaSuccess)
     return gs_cuda_fail(e, fn, "cudaSetDevice");
+  /* Every kernel loaded now (lazy loading would load each at its first
+   * launch, and may synchronize the device then: a launch by the worker,
+   * or by the enqueueing thread behind a release wait, would wait for this
+   * stream, which waits for the worker). Not fatal: a device without this
+   * build's kernel image still runs the paths without kernels, and a
+   * launch says why. */
+  int kerr = kernel_dev_preload();
+  if (kerr != 0) {
+    (void)cudaGetLastError();
+    INFO(SUB_CUDA, "device %d: loading sharc's kernels: %s", dev,
+         kernel_dev_error_string(kerr));
+  }
   sharc_status_t st = SHARC_OK;
   dev_stream_t *ds = calloc(1, sizeof *ds);
   if (!ds) {

@@ -5,12 +5,27 @@
  * stream's worker then runs the whole grid, one (block, thread) after
  * another, in forward order or, with SOFTCUDA_GRID_ORDER=reverse, in
  * reverse order. No kernel has a host stand-in.
+ *
+ * Lazy loading, as CUDA does it by default since 12.2 (CUDA_MODULE_LOADING
+ * unset or LAZY): a kernel is loaded into a device's context the first time
+ * it is launched there, or asked for (cudaFuncGetAttributes), and loading
+ * may synchronize the context (the CUDA programming guide, "Lazy Loading",
+ * potential hazards). softcuda always does: the first launch of a kernel on
+ * a device waits until every stream of that device finished what was
+ * queued before it. So a thread that launches a kernel for the first time
+ * while a stream of the device waits for something only that thread (or a
+ * thread waiting for it) will do hangs here as on a GPU; after 10 s it says
+ * so on stderr, and keeps waiting. CUDA_MODULE_LOADING=EAGER loads
+ * everything up front: no wait. Launches into a capturing stream load
+ * without waiting (the capture forbids synchronizing).
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "softcuda_impl.h"
 
@@ -56,6 +71,83 @@ static const char *bad_config(dim3 g, dim3 b, size_t shared_mem) {
   if (shared_mem > MAX_SHARED)
     return "more than 48 KiB of dynamic shared memory";
   return NULL;
+}
+
+/* ---- lazy loading (lock held) ------------------------------------------- */
+
+typedef struct {
+  const void *func;
+  uint32_t devices; /* bit d: loaded into device d's context */
+} loaded_t;
+
+static loaded_t *loaded;
+static size_t nloaded, loaded_cap;
+
+static int lazy_loading(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *m = getenv("CUDA_MODULE_LOADING");
+    v = !(m && !strcmp(m, "EAGER"));
+  }
+  return v;
+}
+
+static loaded_t *loaded_find(const void *func) {
+  for (size_t i = 0; i < nloaded; i++)
+    if (loaded[i].func == func)
+      return &loaded[i];
+  if (nloaded == loaded_cap) {
+    size_t cap = loaded_cap ? 2 * loaded_cap : 64;
+    loaded_t *p = realloc(loaded, cap * sizeof *p);
+    if (!p)
+      return NULL;
+    loaded = p;
+    loaded_cap = cap;
+  }
+  loaded[nloaded] = (loaded_t){.func = func, .devices = 0};
+  return &loaded[nloaded++];
+}
+
+/* Whether every stream of device dev finished what was queued on it. */
+static int device_idle(int dev) {
+  for (stream_t *s = sc_state.streams; s; s = s->next)
+    if (s->device == dev && s->done < s->queued)
+      return 0;
+  return 1;
+}
+
+/* Loads func into the current device's context: the first time, waits
+ * (sync: unless capturing) until the device is idle, as CUDA's loading may
+ * synchronize the context. fn: the API call, for the warning. */
+static void load_kernel(const void *func, int sync, const char *fn) {
+  int dev = sc_cur_dev;
+  if (!lazy_loading() || dev < 0 || dev >= MAX_DEVICES)
+    return;
+  loaded_t *l = loaded_find(func);
+  if (!l || (l->devices & (1u << dev)))
+    return;
+  struct timespec t0;
+  clock_gettime(CLOCK_REALTIME, &t0);
+  int said = 0;
+  while (sync && !device_idle(dev) && sc_state.sticky == cudaSuccess) {
+    struct timespec until = t0;
+    until.tv_sec += said ? 3600 : 10;
+    if (pthread_cond_timedwait(&sc_state.done, &sc_state.lock, &until) ==
+            ETIMEDOUT &&
+        !said) {
+      said = 1;
+      sc_say("%s: loading kernel %p into device %d's context (lazy loading, "
+             "CUDA's default: CUDA_MODULE_LOADING=LAZY) synchronizes the "
+             "context, and a stream of the device has not finished its work "
+             "for 10 s: it may wait for this very thread (deadlock, as on a "
+             "GPU). Load kernels up front (cudaFuncGetAttributes) before "
+             "queueing such waits, or set CUDA_MODULE_LOADING=EAGER",
+             fn, func, dev);
+    }
+  }
+  l = loaded_find(func); /* the table may have moved meanwhile */
+  if (l)
+    l->devices |= 1u << dev;
 }
 
 /* Kernels queued in this process (softcuda_kernel_launches). */
@@ -111,6 +203,10 @@ cudaError_t softcuda_launch(const void *func, dim3 grid, dim3 block,
            s->device, sc_cur_dev);
     e = cudaErrorInvalidResourceHandle;
   }
+  if (e == cudaSuccess) { /* may wait, the lock released meanwhile */
+    load_kernel(func, !s->cap, fn);
+    e = sc_resolve(stream, &s); /* it may be gone since */
+  }
   /* A GPU reaches device memory and pinned host memory; a pointer to
    * pageable or freed memory makes the kernel fault. */
   for (int i = 0; i < nptrs && e == cudaSuccess; i++) {
@@ -155,6 +251,9 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr,
     return sc_fail(cudaErrorInvalidValue);
   if (!func)
     return sc_fail(cudaErrorInvalidDeviceFunction);
+  pthread_mutex_lock(&sc_state.lock);
+  load_kernel(func, 1, "cudaFuncGetAttributes");
+  pthread_mutex_unlock(&sc_state.lock);
   memset(attr, 0, sizeof *attr);
   attr->maxThreadsPerBlock = (int)MAX_BLOCK_THREADS;
   attr->numRegs = 32;

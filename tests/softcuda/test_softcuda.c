@@ -3,7 +3,8 @@
  * pointer classes, checked copies, stream order and cuStreamWaitValue32,
  * the legacy stream's implicit waits, events, sticky last errors, host
  * functions that call CUDA, kernel launches (softcuda_launch: refused as a
- * GPU refuses them, run in order on the stream, their arguments released),
+ * GPU refuses them, run in order on the stream, their arguments released;
+ * a kernel's first launch synchronizes the device, as lazy loading may),
  * CUDA IPC between two processes (this program re-executed with --child
  * HANDLE), stream capture into graphs and what capture forbids, streams and
  * events of another device (--devices, under SOFTCUDA_DEVICES=2), and work
@@ -89,6 +90,54 @@ static void test_launch(cudaStream_t s, void *dev, void *pinned) {
   struct cudaFuncAttributes fa;
   IS(cudaFuncGetAttributes(&fa, (const void *)kern_run), cudaSuccess);
   EXPECT(fa.maxThreadsPerBlock == 1024, "%d", fa.maxThreadsPerBlock);
+}
+
+/* Lazy loading: the first launch of a kernel (or cudaFuncGetAttributes on
+ * it) synchronizes the device; a kernel loaded before does not. The kernels
+ * are told apart by their function pointer only. */
+static void lazy_pre(void) {}
+static void lazy_new(void) {}
+
+static void *set_flag_later(void *arg) {
+  usleep(50000);
+  __atomic_store_n((uint32_t *)arg, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void test_lazy_load(wait32_fn wait32, cudaStream_t s, cudaStream_t nb,
+                           void *dev, uint32_t *flag) {
+  const char *mode = getenv("CUDA_MODULE_LOADING");
+  if (mode && !strcmp(mode, "EAGER"))
+    return;
+  struct cudaFuncAttributes fa;
+  IS(cudaFuncGetAttributes(&fa, (const void *)lazy_pre), cudaSuccess);
+  *flag = 0;
+  EXPECT(wait32(s, (CUdeviceptr)(uintptr_t)flag, 1, CU_STREAM_WAIT_VALUE_GEQ) ==
+             CUDA_SUCCESS,
+         "wait32");
+  kern_t k = {0, 0, -1};
+  const void *ptrs[1] = {dev};
+  dim3 one = {1, 1, 1};
+  /* loaded: no wait for s */
+  IS(softcuda_launch((const void *)lazy_pre, one, one, 0, nb, kern_run,
+                     kern_release, &k, ptrs, 1),
+     cudaSuccess);
+  IS(cudaStreamSynchronize(nb), cudaSuccess);
+  IS(cudaStreamQuery(s), cudaErrorNotReady);
+  EXPECT(k.runs == 1, "preloaded kernel: runs %d", k.runs);
+  /* not loaded: waits until s is done, even on a non-blocking stream */
+  pthread_t t;
+  pthread_create(&t, NULL, set_flag_later, flag);
+  k = (kern_t){0, 0, -1};
+  IS(softcuda_launch((const void *)lazy_new, one, one, 0, nb, kern_run,
+                     kern_release, &k, ptrs, 1),
+     cudaSuccess);
+  EXPECT(__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 1,
+         "a first launch did not wait for the device");
+  IS(cudaStreamQuery(s), cudaSuccess);
+  pthread_join(t, NULL);
+  IS(cudaStreamSynchronize(nb), cudaSuccess);
+  EXPECT(k.runs == 1, "lazily loaded kernel: runs %d", k.runs);
 }
 
 static void call_cuda(void *arg) {
@@ -421,9 +470,13 @@ static int child(const char *hex) {
   unsigned char buf[4096];
   IS(cudaMemcpy(buf, p, sizeof buf, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT(buf[0] == 0x11 && buf[4095] == 0x11, "bytes %x %x", buf[0], buf[4095]);
+  /* a memset of device memory returns before it ran: each is waited for
+   * before its mapping is closed */
   IS(cudaMemset(p, 0x22, sizeof buf), cudaSuccess);
+  IS(cudaDeviceSynchronize(), cudaSuccess);
   IS(cudaIpcCloseMemHandle(p), cudaSuccess);
   IS(cudaMemset(p, 0x22, 1), cudaSuccess); /* still open once */
+  IS(cudaDeviceSynchronize(), cudaSuccess);
   IS(cudaIpcCloseMemHandle(q), cudaSuccess);
   IS(cudaIpcCloseMemHandle(q), cudaErrorInvalidValue);
   return failed ? 1 : 0;
@@ -521,6 +574,7 @@ int main(int argc, char **argv) {
      cudaSuccess);
   IS(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT(grid[3][3] == 0x33 && grid[3][4] == 0, "2D copy");
+  test_lazy_load(wait32, s, nb, d, flag);
 
   /* events */
   IS(cudaEventCreate(&e0), cudaSuccess);
@@ -543,6 +597,9 @@ int main(int argc, char **argv) {
   /* CUDA IPC */
   cudaIpcMemHandle_t ih;
   IS(cudaMemset(d, 0x11, 4096), cudaSuccess);
+  /* the memset returns before it lands (device memory): without this it
+   * may land after the child's writes, as on a GPU */
+  IS(cudaDeviceSynchronize(), cudaSuccess);
   IS(cudaIpcGetMemHandle(&ih, d + 5), cudaSuccess);
   void *self = NULL;
   IS(cudaIpcOpenMemHandle(&self, ih, cudaIpcMemLazyEnablePeerAccess),

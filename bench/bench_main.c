@@ -230,8 +230,10 @@ static void print_passes(const table_t *t, const opts_t *o) {
   printf("#\n");
 }
 
-/* SMs an all-gather occupies on device memory. Both sharc device paths
- * queue no kernel for it: the staged one (comm/gpu/path_staged.c)
+/* SMs an all-gather occupies on device memory. No sharc device path
+ * queues a kernel for it: the direct one (comm/gpu/path_direct.c, auto's
+ * choice on one host) cudaMemcpyAsync between the ranks' device memory
+ * and stream memory operations; the staged one (comm/gpu/path_staged.c)
  * cudaMemcpyAsync D2H and H2D and a stream wait (cuStreamWaitValue32 or a host
  * function), the reduction on the host; the CUDA IPC one (comm/gpu/path_ipc.c,
  * SHARC_CUDA_PATH=ipc) cudaMemcpyAsync on IPC-mapped pointers, reductions
@@ -240,13 +242,22 @@ static void print_passes(const table_t *t, const opts_t *o) {
  * here. */
 static void print_sms(const backend_t *b) {
   const char *path = getenv("SHARC_CUDA_PATH");
+  const char *how =
+      path && !strcmp(path, "ipc")
+          ? "the CUDA IPC path queues cudaMemcpyAsync on IPC-mapped peer "
+            "buffers, no kernel"
+      : path && !strcmp(path, "staged")
+          ? "the staged path queues cudaMemcpyAsync D2H/H2D and stream "
+            "waits, no kernel"
+      : path && !strcmp(path, "direct")
+          ? "the direct path queues cudaMemcpyAsync between the ranks' "
+            "device memory and stream memory operations, no kernel"
+          : "SHARC_CUDA_PATH=auto: on one host the direct path "
+            "(cudaMemcpyAsync between the ranks' device memory and stream "
+            "memory operations), else the staged path (cudaMemcpyAsync "
+            "D2H/H2D and stream waits); no kernel either way";
   if (!strcmp(b->name, "sharc"))
-    printf("# SMs used by all_gather: 0 (copy engines only: %s)\n",
-           path && !strcmp(path, "ipc")
-               ? "the CUDA IPC path queues cudaMemcpyAsync on IPC-mapped "
-                 "peer buffers, no kernel"
-               : "the staged path queues cudaMemcpyAsync D2H/H2D and "
-                 "stream waits, no kernel");
+    printf("# SMs used by all_gather: 0 (copy engines only: %s)\n", how);
   else
     printf("# SMs used by all_gather (%s): not measured (NCCL launches "
            "kernels: one CTA per channel)\n",

@@ -9,7 +9,8 @@
 # killed-rank gpu.kill.shm/tcp/ipc/direct from tests/mp),
 # unit.test_stream_cuda (must take its
 # with-a-device branch), compute-sanitizer memcheck on test_dev_kernels, and
-# test_dev_kernels --big (indices past 2^31), then sharc-bench on device
+# test_dev_kernels --big (indices past 2^31), then sharc-gpu-floor (the
+# latencies of the CUDA primitives the paths use), sharc-bench on device
 # memory: `all --mem cuda` with 2 and 4 ranks on the GPU, staged and with
 # SHARC_CUDA_PATH=ipc and =direct (tables in bench_{cuda,ipc,direct}_n{2,4}.log, rows in the
 # .json of the same names), NCCL with 1 rank
@@ -209,6 +210,12 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
     bargs=(all -b 8 -e 16M -f 4 -n 3 -w 1 -T 120 --mem cuda)
     pbytes=16M
   fi
+  # the CUDA primitives' latencies first, on an idle GPU: where a call's
+  # fixed cost goes (bench/gpu_floor.c)
+  floor_n=1000
+  [ "$soft" = 1 ] && floor_n=20
+  step gpu_floor timeout 150 "$build/bench/sharc-gpu-floor" -n "$floor_n" \
+    -J "$logs/gpu_floor.json"
   for n in 2 4; do # the staged path (named: the default is auto)
     step "bench_cuda_n$n" env SHARC_CUDA_PATH=staged timeout 150 "$run" \
       -n "$n" --timeout 140 "$bench" "${bargs[@]}" \

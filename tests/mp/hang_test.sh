@@ -17,9 +17,15 @@ job=$!
 (sleep 60; kill -9 $job) >/dev/null 2>&1 & # no hold on our output
 watchdog=$!
 # While the others wait in collective #50: SIGUSR1 (forwarded by sharcrun)
-# makes every rank print its flight recorder.
+# makes every rank print its flight recorder. Again every 0.5 s until the
+# recorders show #50 running (a slow machine, or TSan, reaches it later
+# than 1.5 s), while the job lives.
 sleep 1.5
-kill -USR1 $job
+for _ in $(seq 1 40); do
+  kill -USR1 $job 2>/dev/null || break
+  sleep 0.5
+  [ "$(grep -c "recorder: #50 all_reduce .*running for" "$log")" -ge $((n - 1)) ] && break
+done
 wait $job
 end=$(date +%s%N)
 kill $watchdog 2>/dev/null

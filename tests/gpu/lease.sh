@@ -54,7 +54,7 @@ pack() {
   cp -a "$build" "$stage/"
   find "$stage/$build" -name '*.o' -delete
   find "$stage/$build" -type f -perm -u+x -exec sh -c \
-    'for f; do file -b "$f" | grep -q "^ELF" && strip --strip-debug "$f"; done' _ {} +
+    'for f; do [ "$(head -c4 "$f" | tail -c3)" = ELF ] && strip --strip-debug "$f"; done' _ {} +
   find "$stage/$build" -name '*.so*' -type f -exec strip --strip-debug {} +
   for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
     path=$(ldd "$build/models/sharc-train" | awk -v l="$lib" '$1 == l {print $3}')

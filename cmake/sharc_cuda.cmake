@@ -78,7 +78,8 @@ if(SHARC_SOFTCUDA)
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_mem.c
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_stream.c
     ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_graph.c
-    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_kernel.c)
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_kernel.c
+    ${PROJECT_SOURCE_DIR}/tests/softcuda/softcuda_block.c)
   target_include_directories(softcuda
     PUBLIC ${SHARC_SOFTCUDA_INCLUDE_DIR}
     PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/comm/core

@@ -18,11 +18,18 @@
  *    launch does, and queues the whole grid on the stream through
  *    softcuda_launch (softcuda_launch.h).
  *
- * What it refuses: __shared__ is a compile error. A serial grid runs one
- * thread to its end before the next starts, so it cannot honour
- * __syncthreads; code that shares memory between threads needs another
- * stand-in. Grid-stride kernels, where each element belongs to one thread,
- * are exactly what it runs faithfully, in either grid order.
+ *  - __syncthreads and dynamic shared memory (SHARC_DYNAMIC_SHARED(T, name)
+ *    declares it, here and under nvcc: kernels/shared.cuh) for kernels
+ *    launched with sharedMem > 0: those run one block at a time, every
+ *    thread on a fiber of its own (softcuda_block.c), so barriers hold as
+ *    on a GPU, and a divergent barrier fails the context.
+ *
+ * What it refuses: static __shared__ is a compile error (its size would
+ * not reach the launch; use the dynamic kind). A kernel launched without
+ * shared memory runs serially, one thread to its end before the next
+ * starts: __syncthreads there fails the context, saying so. Grid-stride
+ * kernels, where each element belongs to one thread, run that way
+ * faithfully, in either grid order.
  */
 #ifndef SHARC_SOFTCUDA_CUDA_HOST_H
 #define SHARC_SOFTCUDA_CUDA_HOST_H
@@ -69,6 +76,17 @@ static __forceinline__ uint32_t __float_as_uint(float f) {
  * without contraction (the build passes -ffp-contract=off). */
 static __forceinline__ float __fadd_rn(float a, float b) { return a + b; }
 static __forceinline__ float __fmul_rn(float a, float b) { return a * b; }
+/* The block's barrier: a fiber switch (softcuda_block.c); the thread-local
+ * indices are this thread's again after it. */
+static __forceinline__ void __syncthreads() {
+  uint3 t = threadIdx, b = blockIdx;
+  softcuda_syncthreads();
+  threadIdx = t;
+  blockIdx = b;
+}
+/* The launch's dynamic shared memory, as T name[] (kernels/shared.cuh). */
+#define SHARC_DYNAMIC_SHARED(T, name)                                          \
+  T *name = static_cast<T *>(softcuda_shared())
 static __forceinline__ int min(int a, int b) { return a < b ? a : b; }
 static __forceinline__ int max(int a, int b) { return a > b ? a : b; }
 
@@ -78,6 +96,7 @@ template <class... A> struct launch {
   void (*fn)(A...);
   std::tuple<std::decay_t<A>...> args; /* copied at launch, as CUDA does */
   dim3 grid, block;
+  std::size_t shared; /* dynamic shared memory: cooperative blocks */
 };
 
 template <class... A, std::size_t... I>
@@ -91,6 +110,15 @@ inline uint3 index_of(std::size_t i, dim3 d) {
                (unsigned)(i / ((std::size_t)d.x * d.y))};
 }
 
+/* One thread of a cooperative block, on its fiber (softcuda_block.c). */
+template <class... A>
+void coop_thread(void *ctx, std::size_t b, std::size_t t) {
+  auto *l = static_cast<launch<A...> *>(ctx);
+  blockIdx = index_of(b, l->grid);
+  threadIdx = index_of(t, l->block);
+  std::apply(l->fn, l->args);
+}
+
 /* The stream's worker: every block, every thread of it. */
 template <class... A> void run(void *ctx, int reverse) {
   auto *l = static_cast<launch<A...> *>(ctx);
@@ -98,6 +126,10 @@ template <class... A> void run(void *ctx, int reverse) {
   blockDim = uint3{l->block.x, l->block.y, l->block.z};
   const std::size_t nb = (std::size_t)l->grid.x * l->grid.y * l->grid.z;
   const std::size_t nt = (std::size_t)l->block.x * l->block.y * l->block.z;
+  if (l->shared) {
+    softcuda_grid_run_coop(nb, nt, reverse, l->shared, coop_thread<A...>, l);
+    return;
+  }
   for (std::size_t i = 0; i < nb; i++) {
     blockIdx = index_of(reverse ? nb - 1 - i : i, l->grid);
     for (std::size_t j = 0; j < nt; j++) {
@@ -133,7 +165,7 @@ cudaLaunchKernel(void (*fn)(A...), dim3 grid, dim3 block, void **args,
     return cudaErrorMemoryAllocation;
   L *l = new (mem)
       L{fn, softcuda_host::load<A...>(args, std::index_sequence_for<A...>{}),
-        grid, block};
+        grid, block, shared_mem};
   const void *ptrs[sizeof...(A) + 1] = {nullptr};
   int nptrs = 0;
   std::apply(

@@ -47,7 +47,9 @@
  *    is an illegal address, and, as after a fault on a GPU, the error is
  *    sticky: every later call returns cudaErrorIllegalAddress and no
  *    further work runs (cudaFree and cudaFreeHost synchronise first, as in
- *    CUDA, so they cannot cause it);
+ *    CUDA, so they cannot cause it); a divergent barrier in a cooperative
+ *    block (softcuda_block.c) is sticky the same way, as
+ *    cudaErrorLaunchFailure;
  *  - devices: a kernel launched on a stream of another device than the
  *    current one, and an event recorded on a stream of another device than
  *    the event's, are refused (cudaErrorInvalidResourceHandle); waits and
@@ -124,6 +126,7 @@
   X(cudaErrorInvalidResourceHandle, "invalid resource handle")                 \
   X(cudaErrorNotReady, "device not ready")                                     \
   X(cudaErrorIllegalAddress, "an illegal memory access was encountered")       \
+  X(cudaErrorLaunchFailure, "unspecified launch failure")                      \
   X(cudaErrorNotPermitted, "operation not permitted")                          \
   X(cudaErrorNotSupported, "operation not supported")                          \
   X(cudaErrorIllegalState, "the resource is in an illegal state")              \

@@ -30,6 +30,22 @@ cudaError_t softcuda_launch(const void *func, dim3 grid, dim3 block,
                             void (*release)(void *ctx), void *ctx,
                             const void *const *ptrs, int nptrs);
 
+/* Cooperative blocks (softcuda_block.c): runs a grid of nblocks x nthreads
+ * one block at a time, every thread of the block on a fiber of its own,
+ * body(arg, block, thread) being one thread's whole run (linear indices;
+ * reverse: both orders reversed). A launch with dynamic shared memory runs
+ * this way (cuda_host.h). Within it softcuda_syncthreads is the block's
+ * barrier and softcuda_shared its shared_bytes of dynamic shared memory,
+ * filled with 0xff bytes before each block; outside it softcuda_shared is
+ * NULL and softcuda_syncthreads fails the context (cudaErrorLaunchFailure,
+ * said on stderr), as does a barrier that some threads of the block return
+ * without reaching. */
+void softcuda_grid_run_coop(
+    size_t nblocks, size_t nthreads, int reverse, size_t shared_bytes,
+    void (*body)(void *arg, size_t block, size_t thread), void *arg);
+void softcuda_syncthreads(void);
+void *softcuda_shared(void);
+
 /* Kernels queued so far in this process, for tests that check a path
  * launches none; they find it with dlsym (a real CUDA runtime has no such
  * symbol, and then the check is skipped). */

@@ -4,9 +4,16 @@
  * with host runs) as a SHARC_DEVICE_CUDA sharc_model_t (gpt_cuda_model in
  * gpt.h). The GEMMs are cuBLAS in f32 (CUBLAS_COMPUTE_32F, default math
  * mode: no TF32); everything else is a small kernel that redoes
- * gpt_impl.h's arithmetic in its order, one thread per output element, row
- * or channel, with a fixed summation order and no atomics, so that a run
- * is deterministic and every kernel runs unchanged on softcuda.
+ * gpt_impl.h's arithmetic, with a fixed summation order and no atomics,
+ * so that a run is deterministic and every kernel runs unchanged on
+ * softcuda: one thread per output element; a block per row where a row is
+ * reduced (LayerNorm, the softmaxes, the loss: block_reduce's tree in
+ * shared memory, softcuda's cooperative blocks); blocks of 32 x 8 threads
+ * for column sums over the rows (the LayerNorm and bias gradients). The
+ * reductions sum in another order than the host's loops: last bits.
+ * (Until 2026-11-28 these were one thread per row or channel: on the
+ * first H100 run, bench/results/gpu_h100_first, the tiny grids left the
+ * GPU idle: 8192 threads for the loss over 50,257 columns each.)
  *
  * What differs from the host callbacks:
  *  - the GEMMs' summation order (cuBLAS's, not OpenBLAS's): last bits;
@@ -41,6 +48,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../kernels/shared.cuh"
+
 #ifndef SHARC_CUDA_ARCHS
 #define SHARC_CUDA_ARCHS "?"
 #endif
@@ -54,6 +63,50 @@ constexpr size_t kMaxBlocks = 4096; /* grid-stride beyond this */
 #define FOR_EACH(i, n)                                                         \
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);      \
        i += (size_t)gridDim.x * blockDim.x)
+
+/* Every row a block owns: r, r + all blocks, ... below n. The threads of
+ * the block share the row (row kernels: launch_rows). */
+#define FOR_EACH_ROW(r, n) for (size_t r = blockIdx.x; r < (n); r += gridDim.x)
+
+/* Each thread's elements of a row of n: j, j + blockDim.x, ... */
+#define FOR_ROW_PART(j, n)                                                     \
+  for (size_t j = threadIdx.x; j < (n); j += blockDim.x)
+
+/* Block-wide reductions of every thread's v, the result returned to every
+ * thread, over shared memory s (blockDim.x floats; blockDim.x a power of
+ * two from 32): a tree halves the partial values down to 32, then every
+ * thread combines those 32 in index order. The same order every run
+ * (deterministic, no atomics), and 2 + log2(blockDim.x / 32) barriers:
+ * each costs a fiber switch per thread on softcuda. */
+template <class F> __device__ float block_reduce(float v, float *s, F f) {
+  unsigned t = threadIdx.x;
+  s[t] = v;
+  __syncthreads();
+  for (unsigned h = blockDim.x / 2; h >= 32; h /= 2) {
+    if (t < h)
+      s[t] = f(s[t], s[t + h]);
+    __syncthreads();
+  }
+  float r = s[0];
+  for (unsigned k = 1; k < 32; k++)
+    r = f(r, s[k]);
+  __syncthreads(); /* s is free again */
+  return r;
+}
+
+struct add_op {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct max_op {
+  __device__ float operator()(float a, float b) const { return b > a ? b : a; }
+};
+
+__device__ float block_sum(float v, float *s) {
+  return block_reduce(v, s, add_op());
+}
+__device__ float block_max(float v, float *s) {
+  return block_reduce(v, s, max_op());
+}
 
 /* ---- kernels: shapes as in gpt_impl.h, N = n*T rows ---------------------- */
 
@@ -109,64 +162,97 @@ __global__ void embed_wpe_bwd_k(float *dwpe, const float *dout, size_t n,
   }
 }
 
-/* LayerNorm, one thread per row: out (N,C), mean (N), rstd (N). */
+/* LayerNorm, a block per row: out (N,C), mean (N), rstd (N). */
 __global__ void layernorm_fwd_k(float *out, float *mean, float *rstd,
                                 const float *in, const float *w, const float *b,
                                 size_t N, size_t C) {
+  SHARC_DYNAMIC_SHARED(float, s);
   const float eps = 1e-5f;
-  FOR_EACH(i, N) {
+  FOR_EACH_ROW(i, N) {
     const float *x = in + i * C;
     float m = 0, v = 0;
-    for (size_t c = 0; c < C; c++)
-      m += x[c];
-    m /= (float)C;
-    for (size_t c = 0; c < C; c++)
-      v += (x[c] - m) * (x[c] - m);
-    v /= (float)C;
+    FOR_ROW_PART(c, C) m += x[c];
+    m = block_sum(m, s) / (float)C;
+    FOR_ROW_PART(c, C) v += (x[c] - m) * (x[c] - m);
+    v = block_sum(v, s) / (float)C;
     float r = 1 / sqrtf(v + eps);
-    for (size_t c = 0; c < C; c++)
-      out[i * C + c] = (x[c] - m) * r * w[c] + b[c];
-    mean[i] = m;
-    rstd[i] = r;
+    FOR_ROW_PART(c, C) out[i * C + c] = (x[c] - m) * r * w[c] + b[c];
+    if (threadIdx.x == 0) {
+      mean[i] = m;
+      rstd[i] = r;
+    }
   }
 }
 
-/* din (N,C) += the LayerNorm input gradient, one thread per row. */
+/* din (N,C) += the LayerNorm input gradient, a block per row. */
 __global__ void layernorm_bwd_in_k(float *din, const float *dout,
                                    const float *in, const float *mean,
                                    const float *rstd, const float *w, size_t N,
                                    size_t C) {
-  FOR_EACH(i, N) {
+  SHARC_DYNAMIC_SHARED(float, s);
+  FOR_EACH_ROW(i, N) {
     const float *x = in + i * C, *dy = dout + i * C;
     float m = mean[i], r = rstd[i], sd = 0, sdn = 0;
-    for (size_t c = 0; c < C; c++) {
+    FOR_ROW_PART(c, C) {
       float nrm = (x[c] - m) * r, dn = dy[c] * w[c];
       sd += dn;
       sdn += dn * nrm;
     }
-    sd /= (float)C;
-    sdn /= (float)C;
-    for (size_t c = 0; c < C; c++) {
+    sd = block_sum(sd, s) / (float)C;
+    sdn = block_sum(sdn, s) / (float)C;
+    FOR_ROW_PART(c, C) {
       float nrm = (x[c] - m) * r, dn = dy[c] * w[c];
       din[i * C + c] += r * (dn - sd - nrm * sdn);
     }
   }
 }
 
-/* dw, db (C) += the gain and bias gradients, one thread per channel
- * summing the rows in order. */
+/* Column sums over rows, shared by the parameter gradients below: a block
+ * of kColX x kColY threads owns kColX columns at a time; thread (x, y)
+ * sums rows y, y + kColY, ... of column x, then a tree over y (fixed order)
+ * adds the kColY partial sums. */
+constexpr unsigned kColX = 32, kColY = 8;
+
+/* s (2 kColX kColY floats): partial sums a, b of this thread; returns, to
+ * the threads of row y 0, the column's totals in *a, *b. */
+__device__ void col_sums2(float *a, float *b, float *s) {
+  unsigned x = threadIdx.x, y = threadIdx.y, k = y * kColX + x;
+  float *sa = s, *sb = s + kColX * kColY;
+  sa[k] = *a;
+  sb[k] = *b;
+  __syncthreads();
+  for (unsigned h = kColY / 2; h > 0; h /= 2) {
+    if (y < h) {
+      sa[k] += sa[k + h * kColX];
+      sb[k] += sb[k + h * kColX];
+    }
+    __syncthreads();
+  }
+  *a = sa[x];
+  *b = sb[x];
+  __syncthreads();
+}
+
+/* dw, db (C) += the gain and bias gradients (column sums over the N rows;
+ * blocks of kColX x kColY threads). */
 __global__ void layernorm_bwd_par_k(float *dw, float *db, const float *dout,
                                     const float *in, const float *mean,
                                     const float *rstd, size_t N, size_t C) {
-  FOR_EACH(c, C) {
-    float aw = dw[c], ab = db[c];
-    for (size_t i = 0; i < N; i++) {
+  SHARC_DYNAMIC_SHARED(float, s);
+  for (size_t c0 = (size_t)blockIdx.x * kColX; c0 < C;
+       c0 += (size_t)gridDim.x * kColX) {
+    size_t c = c0 + threadIdx.x;
+    float aw = 0, ab = 0;
+    for (size_t i = threadIdx.y; c < C && i < N; i += kColY) {
       float nrm = (in[i * C + c] - mean[i]) * rstd[i], dy = dout[i * C + c];
       ab += dy;
       aw += nrm * dy;
     }
-    dw[c] = aw;
-    db[c] = ab;
+    col_sums2(&aw, &ab, s);
+    if (threadIdx.y == 0 && c < C) {
+      dw[c] += aw;
+      db[c] += ab;
+    }
   }
 }
 
@@ -175,13 +261,18 @@ __global__ void bias_fill_k(float *out, const float *b, size_t N, size_t OC) {
   FOR_EACH(e, N * OC) out[e] = b[e % OC];
 }
 
-/* db (OC) += column sums of dout (N,OC), rows in order. */
+/* db (OC) += column sums of dout (N,OC) (blocks of kColX x kColY). */
 __global__ void bias_bwd_k(float *db, const float *dout, size_t N, size_t OC) {
-  FOR_EACH(o, OC) {
-    float acc = db[o];
-    for (size_t i = 0; i < N; i++)
+  SHARC_DYNAMIC_SHARED(float, s);
+  for (size_t o0 = (size_t)blockIdx.x * kColX; o0 < OC;
+       o0 += (size_t)gridDim.x * kColX) {
+    size_t o = o0 + threadIdx.x;
+    float acc = 0, none = 0;
+    for (size_t i = threadIdx.y; o < OC && i < N; i += kColY)
       acc += dout[i * OC + o];
-    db[o] = acc;
+    col_sums2(&acc, &none, s);
+    if (threadIdx.y == 0 && o < OC)
+      db[o] += acc;
   }
 }
 
@@ -215,55 +306,77 @@ __global__ void gelu_bwd_k(float *d, const float *in, size_t count) {
 }
 
 /* The causal softmax of att (rows of T; row r is query r % T) in place,
- * zero above the diagonal. */
+ * zero above the diagonal; a block per row. */
 __global__ void softmax_fwd_k(float *att, size_t rows, size_t T) {
-  FOR_EACH(r, rows) {
-    size_t i = r % T;
-    float *row = att + r * T, mx = row[0], sum = 0;
-    for (size_t j = 1; j <= i; j++)
-      mx = row[j] > mx ? row[j] : mx;
-    for (size_t j = 0; j <= i; j++)
-      sum += row[j] = expf(row[j] - mx);
-    for (size_t j = 0; j <= i; j++)
-      row[j] /= sum;
-    for (size_t j = i + 1; j < T; j++)
+  SHARC_DYNAMIC_SHARED(float, s);
+  FOR_EACH_ROW(r, rows) {
+    size_t n = r % T + 1; /* the row's unmasked entries */
+    float *row = att + r * T, mx = -INFINITY, sum = 0;
+    FOR_ROW_PART(j, n) mx = row[j] > mx ? row[j] : mx;
+    mx = block_max(mx, s);
+    FOR_ROW_PART(j, n) sum += row[j] = expf(row[j] - mx);
+    sum = block_sum(sum, s);
+    FOR_ROW_PART(j, n) row[j] /= sum;
+    for (size_t j = n + threadIdx.x; j < T; j += blockDim.x)
       row[j] = 0;
   }
 }
 
-/* datt = scale * att * (datt - <att, datt>) per row, in place. */
+/* datt = scale * att * (datt - <att, datt>) per row, in place; a block per
+ * row. */
 __global__ void softmax_bwd_k(float *datt, const float *att, size_t rows,
                               size_t T, float scale) {
-  FOR_EACH(r, rows) {
-    size_t i = r % T;
+  SHARC_DYNAMIC_SHARED(float, s);
+  FOR_EACH_ROW(r, rows) {
+    size_t n = r % T + 1;
     const float *ar = att + r * T;
     float *dr = datt + r * T, dot = 0;
-    for (size_t j = 0; j <= i; j++)
-      dot += ar[j] * dr[j];
-    for (size_t j = 0; j <= i; j++)
-      dr[j] = scale * ar[j] * (dr[j] - dot);
-    for (size_t j = i + 1; j < T; j++)
+    FOR_ROW_PART(j, n) dot += ar[j] * dr[j];
+    dot = block_sum(dot, s);
+    FOR_ROW_PART(j, n) dr[j] = scale * ar[j] * (dr[j] - dot);
+    for (size_t j = n + threadIdx.x; j < T; j += blockDim.x)
       dr[j] = 0;
   }
 }
 
-/* Softmax cross-entropy, one thread per row of logits (N,V): the row
- * becomes probabilities; loss[i] its token loss, ok[i] 1 when the argmax
- * (first maximum) is the target. */
+/* Softmax cross-entropy, a block per row of logits (N,V): the row becomes
+ * probabilities; loss[i] its token loss, ok[i] 1 when the argmax (the
+ * first maximum: ties go to the lower index) is the target. Shared:
+ * blockDim.x floats, then blockDim.x size_t. */
 __global__ void xent_fwd_k(float *logits, double *loss, double *ok,
                            const int32_t *tgt, size_t N, size_t V) {
-  FOR_EACH(i, N) {
-    size_t am = 0, t = (size_t)tgt[i];
-    float *row = logits + i * V, mx = row[0], sum = 0, lt = row[t];
-    for (size_t v = 1; v < V; v++)
-      if (row[v] > mx)
+  SHARC_DYNAMIC_SHARED(float, s);
+  size_t *si = reinterpret_cast<size_t *>(s + blockDim.x);
+  unsigned t = threadIdx.x;
+  FOR_EACH_ROW(i, N) {
+    size_t am = V, tg = (size_t)tgt[i];
+    float *row = logits + i * V, mx = -INFINITY, sum = 0, lt = row[tg];
+    FOR_ROW_PART(v, V) {
+      if (am == V || row[v] > mx)
         mx = row[v], am = v;
-    for (size_t v = 0; v < V; v++)
-      sum += row[v] = expf(row[v] - mx);
-    for (size_t v = 0; v < V; v++)
-      row[v] /= sum;
-    loss[i] = (double)(logf(sum) + mx - lt);
-    ok[i] = am == t;
+    }
+    s[t] = mx;
+    si[t] = am;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {
+      if (t < h && si[t + h] < V &&
+          (si[t] == V || s[t + h] > s[t] ||
+           (s[t + h] == s[t] && si[t + h] < si[t]))) {
+        s[t] = s[t + h];
+        si[t] = si[t + h];
+      }
+      __syncthreads();
+    }
+    mx = s[0];
+    am = si[0];
+    __syncthreads();
+    FOR_ROW_PART(v, V) sum += row[v] = expf(row[v] - mx);
+    sum = block_sum(sum, s);
+    FOR_ROW_PART(v, V) row[v] /= sum;
+    if (t == 0) {
+      loss[i] = (double)(logf(sum) + mx - lt);
+      ok[i] = am == tg;
+    }
   }
 }
 
@@ -314,6 +427,46 @@ int launch(void (*fn)(P...), size_t work, cudaStream_t s,
   void *argv[] = {(void *)&args...};
   return (int)cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(kThreads), argv,
                                0, s);
+}
+
+/* Threads per row for a row kernel over rows of len elements: a power of
+ * two from 32 to 256, about 8 elements each. */
+unsigned row_threads(size_t len) {
+  unsigned t = 32;
+  while (t < 256 && (size_t)t * 8 < len)
+    t *= 2;
+  return t;
+}
+
+/* A row kernel (a block per row, FOR_EACH_ROW) over rows of len elements:
+ * row_threads(len) threads, and per thread shared_per_thread bytes of
+ * dynamic shared memory. */
+constexpr size_t kMaxRowBlocks = 65535; /* rows beyond: a block takes more */
+template <class... P>
+int launch_rows(void (*fn)(P...), size_t rows, size_t len,
+                size_t shared_per_thread, cudaStream_t s,
+                typename same<P>::type... args) {
+  if (rows == 0)
+    return 0;
+  unsigned threads = row_threads(len);
+  size_t blocks = rows < kMaxRowBlocks ? rows : kMaxRowBlocks;
+  void *argv[] = {(void *)&args...};
+  return (int)cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(threads), argv,
+                               threads * shared_per_thread, s);
+}
+
+/* A column-sum kernel (kColX x kColY blocks) over cols columns. */
+template <class... P>
+int launch_cols(void (*fn)(P...), size_t cols, cudaStream_t s,
+                typename same<P>::type... args) {
+  if (cols == 0)
+    return 0;
+  size_t blocks = (cols + kColX - 1) / kColX;
+  if (blocks > kMaxBlocks)
+    blocks = kMaxBlocks;
+  void *argv[] = {(void *)&args...};
+  return (int)cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(kColX, kColY),
+                               argv, 2 * kColX * kColY * sizeof(float), s);
 }
 
 /* ---- the model ----------------------------------------------------------- */
@@ -392,22 +545,23 @@ int linear_bwd(const call &c, float *din, float *dw, float *db,
   if (din)
     TRY(gemm1(c, 0, 0, N, IC, OC, 1, dout, OC, w, IC, 0, din, IC));
   TRY(gemm1(c, 1, 0, OC, IC, N, 1, dout, OC, in, IC, 1, dw, IC));
-  return db ? launch(bias_bwd_k, OC, c.s, db, dout, N, OC) : 0;
+  return db ? launch_cols(bias_bwd_k, OC, c.s, db, dout, N, OC) : 0;
 }
 
 int layernorm_fwd(const call &c, float *out, float *mean, float *rstd,
                   const float *in, const float *w, const float *b) {
-  return launch(layernorm_fwd_k, c.N, c.s, out, mean, rstd, in, w, b, c.N, c.C);
+  return launch_rows(layernorm_fwd_k, c.N, c.C, sizeof(float), c.s, out, mean,
+                     rstd, in, w, b, c.N, c.C);
 }
 
 /* din += the input gradient; dw, db += the parameter gradients. */
 int layernorm_bwd(const call &c, float *din, float *dw, float *db,
                   const float *dout, const float *in, const float *mean,
                   const float *rstd, const float *w) {
-  TRY(launch(layernorm_bwd_in_k, c.N, c.s, din, dout, in, mean, rstd, w, c.N,
-             c.C));
-  return launch(layernorm_bwd_par_k, c.C, c.s, dw, db, dout, in, mean, rstd,
-                c.N, c.C);
+  TRY(launch_rows(layernorm_bwd_in_k, c.N, c.C, sizeof(float), c.s, din, dout,
+                  in, mean, rstd, w, c.N, c.C));
+  return launch_cols(layernorm_bwd_par_k, c.C, c.s, dw, db, dout, in, mean,
+                     rstd, c.N, c.C);
 }
 
 /* ---- buffer layouts (bytes; pieces 256-byte aligned) --------------------- */
@@ -556,8 +710,8 @@ int attention_fwd(const call &c, float *atty, float *att, const float *qkv) {
     TRY(gemm(c, 0, 1, T, T, hs, scale, q, 3 * C, hs, k, 3 * C, hs, 0,
              att + b * H * T * T, T, T * T, (int)H));
   }
-  TRY(launch(softmax_fwd_k, (size_t)c.n * H * T, c.s, att, (size_t)c.n * H * T,
-             T));
+  TRY(launch_rows(softmax_fwd_k, (size_t)c.n * H * T, T, sizeof(float), c.s,
+                  att, (size_t)c.n * H * T, T));
   for (size_t b = 0; b < (size_t)c.n; b++) {
     const float *v = qkv + b * T * 3 * C + 2 * C;
     TRY(gemm(c, 0, 0, T, hs, T, 1, att + b * H * T * T, T, T * T, v, 3 * C, hs,
@@ -582,8 +736,8 @@ int attention_bwd(const call &c, float *dqkv, float *datt, const float *datty,
     TRY(gemm(c, 1, 0, T, hs, T, 1, a, T, TT, dy, C, hs, 0, dv, 3 * C, hs,
              (int)H));
   }
-  TRY(launch(softmax_bwd_k, (size_t)c.n * H * T, c.s, datt, att,
-             (size_t)c.n * H * T, T, scale));
+  TRY(launch_rows(softmax_bwd_k, (size_t)c.n * H * T, T, sizeof(float), c.s,
+                  datt, att, (size_t)c.n * H * T, T, scale));
   for (size_t b = 0; b < (size_t)c.n; b++) {
     const float *q = qkv + b * T * 3 * C, *k = q + C;
     float *dq = dqkv + b * T * 3 * C, *dk = dq + C, *da = datt + b * H * TT;
@@ -670,7 +824,8 @@ int head_fwd(const call &c) {
   TRY(layernorm_fwd(c, ln, at<float>(s, sv[HS_M]), at<float>(s, sv[HS_R]),
                     static_cast<const float *>(c.sc->in), c.p[2], c.p[3]));
   TRY(linear_fwd(c, probs, ln, c.p[0], nullptr, c.N, c.C, c.V));
-  TRY(launch(xent_fwd_k, c.N, c.s, probs, loss, ok, tgt, c.N, c.V));
+  TRY(launch_rows(xent_fwd_k, c.N, c.V, sizeof(float) + sizeof(size_t), c.s,
+                  probs, loss, ok, tgt, c.N, c.V));
   return launch(xent_stats_k, 1, c.s, static_cast<double *>(c.sc->out),
                 (const double *)loss, (const double *)ok, (size_t)c.n, c.T);
 }

@@ -60,7 +60,11 @@
 
 /* Set by the launcher for the (block, thread) it runs (plain data: no
  * thread-local constructors). */
-inline thread_local uint3 threadIdx, blockIdx, blockDim, gridDim;
+/* initial-exec: a plain %fs-relative access, not a __tls_get_addr call
+ * (which ASan intercepts) on every use in a kernel. */
+#define SOFTCUDA_TLS __attribute__((tls_model("initial-exec")))
+inline thread_local uint3 threadIdx SOFTCUDA_TLS, blockIdx SOFTCUDA_TLS,
+    blockDim SOFTCUDA_TLS, gridDim SOFTCUDA_TLS;
 
 static __forceinline__ float __uint_as_float(uint32_t u) {
   float f;

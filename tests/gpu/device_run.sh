@@ -188,6 +188,16 @@ if want tests; then
   elif [ -n "$cs" ]; then
     step memcheck "$cs" --tool memcheck --leak-check full --error-exitcode 1 \
       "$test_bin"
+    # the kernels whose threads share memory (block reductions): shared
+    # memory races and barrier misuse, which softcuda's fibers cannot see
+    # (its threads of a phase never run at once)
+    for tool in racecheck synccheck; do
+      for t in test_coop test_gpt_cuda; do
+        [ -x "$build/tests/gpu/$t" ] || continue
+        step "${tool}_$t" "$cs" --tool "$tool" --error-exitcode 1 \
+          "$build/tests/gpu/$t"
+      done
+    done
   else
     note "memcheck   not run: no compute-sanitizer on PATH or in /usr/local/cuda/bin"
   fi

@@ -67,9 +67,20 @@ static void pass_turn(struct sharc_comm *comm) {
   }
 }
 
+/* A collective that did not run here takes its number all the same: it
+ * ran on the device (the direct path, whose enqueue left nothing for the
+ * stream's worker) or not at all (an earlier error on its stream), and the
+ * ranks that ran it counted it. So sequence numbers, SHARC_CHECK's
+ * messages, the flight recorder and the laggard reports stay aligned
+ * across ranks and paths: before this, device collectives were all #0. */
 void coll_skip(coll_call_t *call) {
-  wait_turn(call->comm, call->ticket);
-  pass_turn(call->comm);
+  struct sharc_comm *comm = call->comm;
+  wait_turn(comm, call->ticket);
+  if (call->coll != SCHED_P2P) {
+    transport_publish_progress(comm, comm->seq + 1, comm->seq + 1);
+    atomic_store_explicit(&comm->seq, comm->seq + 1, memory_order_relaxed);
+  }
+  pass_turn(comm);
   free(call->p2p);
   call->p2p = NULL;
 }
@@ -402,6 +413,8 @@ static sharc_status_t coll_now(coll_call_t *call, coll_call_t *h) {
     return unusable(call);
   if (!h)
     return SHARC_OK;
+  if (call->coll != SCHED_P2P) /* entered, for the peers' laggard reports */
+    transport_publish_progress(comm, comm->seq + 1, comm->seq);
   rec_entry_t *rec =
       rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
                 (int)SCHED_ALGO_DIRECT, call->root, call->count);

@@ -99,6 +99,32 @@ static void warm_up(sharc_comm_t comm) {
   }
 }
 
+static void dev_get(void *host, const void *p, size_t bytes);
+static void dev_put(void *p, const void *host, size_t bytes);
+
+/* --mem cuda: the three warm-up all-reduces on the device (in, whose
+ * elements are rank + 1, into out, poisoned again after), so that the
+ * case is collective #3 only if the device path numbers its calls as the
+ * host path does. */
+static void warm_up_dev(sharc_comm_t comm, void *in, void *out,
+                        sharc_stream_t s) {
+  float b[16];
+  uint8_t poison[16 * sizeof(float)];
+  memset(poison, POISON, sizeof poison);
+  for (int it = 0; it < 3; it++) {
+    sharc_status_t st =
+        sharc_all_reduce(in, out, 16, SHARC_F32, SHARC_SUM, comm, s);
+    if (st == SHARC_OK)
+      st = sharc_stream_synchronize(s);
+    dev_get(b, out, sizeof b);
+    int good = st == SHARC_OK;
+    for (int i = 0; i < 16 && good; i++)
+      good = b[i] == (float)(n * (n + 1) / 2);
+    ok(good, "warm-up all_reduce on the device", sharc_status_name(st));
+  }
+  dev_put(out, poison, sizeof poison);
+}
+
 /* ---- --mem cuda ----------------------------------------------------------
  * The device side: two buffers and a sharc stream on a CUDA stream. In a
  * build without CUDA --mem cuda skips (77). */
@@ -235,15 +261,18 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < total; i++)
     in[i] = (float)(rank + 1);
   memset(out, POISON, total * sizeof(float));
-  warm_up(comm);
   /* --mem cuda: the case's buffers in device memory, its calls on a CUDA
-   * stream (the direct path on one host) */
+   * stream (the direct path on one host), the warm-up's too */
   void *IN = in, *OUT = out;
   sharc_stream_t S = NULL;
   if (cuda && !dev_open(comm, total * sizeof(float), in, &IN, &OUT, &S)) {
     sharc_comm_abort(comm);
     return 2;
   }
+  if (cuda)
+    warm_up_dev(comm, IN, OUT, S);
+  else
+    warm_up(comm);
 
   /* majority / odd-rank group names and signatures, as the library prints
    * them */

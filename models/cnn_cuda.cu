@@ -2,9 +2,11 @@
  * cnn_cuda.cu - the reference CNN (cnn.h) as a SHARC_DEVICE_CUDA model,
  * cnn_cuda_model's: the same units, stages and layer math as the host
  * callbacks of cnn.c / cnn_impl.h, with the GEMMs on cuBLAS and the rest in
- * small grid-stride kernels where each output element belongs to one thread
- * (no shared memory, no atomics: results do not depend on the schedule,
- * and softcuda runs the kernels as they are).
+ * small grid-stride kernels where each output element belongs to one
+ * thread, except the convolutions' bias gradients: a block per channel
+ * with a fixed-order tree in shared memory (kernels/shared.cuh). No
+ * atomics: results do not depend on the schedule, and softcuda runs the
+ * kernels as they are (the tree on its cooperative blocks).
  *
  * What differs from the host model:
  *  - the GEMMs' summation order: cuBLAS's (on softcuda, OpenBLAS's), and a
@@ -14,15 +16,16 @@
  *    bits; tests/gpu/test_cnn_cuda.c bounds the difference;
  *  - the log-softmax's exp and log are CUDA's double functions (within an
  *    ulp or two of glibc's);
+ *  - the convolutions' bias gradients: a tree over each channel's n * P
+ *    terms (the host: per sample, eight partial sums per row);
  *  - layouts: the im2col matrices and the conv pre-activations and their
  *    gradients are channel-major over the micro-batch, (rows, n, P), so a
  *    convolution is one GEMM; stage outputs and saved flags keep the host's
  *    layouts (the flags byte for byte).
  * What is the same, operation for operation: the dropout masks
  * (cnn_defs.h's hash), ReLU, the pooling tie rule (first maximum), the
- * flags, the dropout scaling, the bias-gradient sums (per sample with
- * eight partial sums per row for the convolutions, rows in order for the
- * fully connected layers), col2im's order (ky, then kx), the softmax in
+ * flags, the dropout scaling, the fully connected layers' bias-gradient
+ * sums (rows in order), col2im's order (ky, then kx), the softmax in
  * double and the statistics summed over samples in order.
  *
  * Buffers (n samples; sub-buffers start 256-byte aligned):
@@ -50,6 +53,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "../kernels/shared.cuh"
 
 namespace {
 
@@ -150,26 +155,23 @@ __global__ void relu_bwd(const float *a, const float *d, int n, int c, int p,
   }
 }
 
-/* gb (rows) += row sums of d (rows, n, cols), sample by sample, each with
- * cnn_impl.h's add_row_sums order (eight partial sums, then the tail). */
+/* gb (rows) += row sums of d (rows, n, cols): a block per row (its n *
+ * cols elements are contiguous), block_sum's fixed order (kernels/
+ * shared.cuh; kThreads floats of shared memory). One thread per row
+ * summed up to 64 x 36,864 elements serially: the conv bias gradients left
+ * 32 or 64 threads for the whole GPU. */
 __global__ void add_row_sums(float *gb, const float *d, int rows, int n,
                              int cols) {
-  for (size_t r = first_index(); r < (size_t)rows; r += stride()) {
-    float g = gb[r];
-    for (int i = 0; i < n; i++) {
-      const float *row = d + (r * n + i) * cols;
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
-      int j = 0;
-      for (; j + 8 <= cols; j += 8)
-        for (int k = 0; k < 8; k++)
-          acc[k] += row[j + k];
-      for (; j < cols; j++)
-        s += row[j];
-      for (int k = 0; k < 8; k++)
-        s += acc[k];
-      g += s;
-    }
-    gb[r] = g;
+  SHARC_DYNAMIC_SHARED(float, sh);
+  const size_t len = (size_t)n * cols;
+  for (size_t r = blockIdx.x; r < (size_t)rows; r += gridDim.x) {
+    const float *row = d + r * len;
+    float acc = 0;
+    for (size_t j = threadIdx.x; j < len; j += blockDim.x)
+      acc += row[j];
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0)
+      gb[r] += acc;
   }
 }
 
@@ -321,6 +323,20 @@ cudaError_t launch(void (*k)(P...), size_t work, cudaStream_t s,
    * launcher (tests/softcuda/cuda_host.h) needs the argument types. */
   return cudaLaunchKernel(k, dim3((unsigned)blocks), dim3(kThreads), args, 0,
                           s);
+}
+
+/* k with a block of kThreads per row, rows blocks (up to kMaxBlocks,
+ * blocks taking more rows beyond) and kThreads floats of shared memory:
+ * the row kernels (add_row_sums). */
+template <class... P>
+cudaError_t launch_rows(void (*k)(P...), size_t rows, cudaStream_t s,
+                        typename same<P>::type... a) {
+  if (rows == 0)
+    return cudaSuccess;
+  size_t blocks = rows < kMaxBlocks ? rows : kMaxBlocks;
+  void *args[] = {static_cast<void *>(&a)...};
+  return cudaLaunchKernel(k, dim3((unsigned)blocks), dim3(kThreads), args,
+                          kThreads * sizeof(float), s);
 }
 
 bool ok(cudaError_t e, const char *what) {
@@ -499,7 +515,7 @@ int conv1_bwd(cnn_cuda *g, const sharc_stage_call_t *call, cudaStream_t s,
   TRY(launch(relu_bwd, (size_t)C1 * n * P1, s,
              static_cast<const float *>(call->out),
              static_cast<const float *>(call->dout), n, C1, P1, dpre));
-  TRY(launch(add_row_sums, C1, s, gb, dpre, C1, n, P1));
+  TRY(launch_rows(add_row_sums, C1, s, gb, dpre, C1, n, P1));
   TRY(launch(im2col, (size_t)9 * n * P1, s, xs, 1, IMG_HW, IMG_HW, n, col));
   /* gw (32, 9) += dpre (32, n*676) @ col^T */
   return gemm(
@@ -539,7 +555,7 @@ int conv2_bwd(cnn_cuda *g, const sharc_stage_call_t *call, cudaStream_t s,
              static_cast<const uint8_t *>(call->saved),
              static_cast<const float *>(call->dout), n, drop_scale(d, DROP1_P),
              dpre));
-  TRY(launch(add_row_sums, C2, s, gb, dpre, C2, n, P2));
+  TRY(launch_rows(add_row_sums, C2, s, gb, dpre, C2, n, P2));
   TRY(launch(im2col, (size_t)C1 * 9 * n * P2, s, a1, C1, H1, H1, n, col));
   /* gw (64, 288) += dpre (64, n*576) @ col^T */
   if (gemm(g, s, ws,

@@ -72,42 +72,6 @@ constexpr size_t kMaxBlocks = 4096; /* grid-stride beyond this */
 #define FOR_ROW_PART(j, n)                                                     \
   for (size_t j = threadIdx.x; j < (n); j += blockDim.x)
 
-/* Block-wide reductions of every thread's v, the result returned to every
- * thread, over shared memory s (blockDim.x floats; blockDim.x a power of
- * two from 32): a tree halves the partial values down to 32, then every
- * thread combines those 32 in index order. The same order every run
- * (deterministic, no atomics), and 2 + log2(blockDim.x / 32) barriers:
- * each costs a fiber switch per thread on softcuda. */
-template <class F> __device__ float block_reduce(float v, float *s, F f) {
-  unsigned t = threadIdx.x;
-  s[t] = v;
-  __syncthreads();
-  for (unsigned h = blockDim.x / 2; h >= 32; h /= 2) {
-    if (t < h)
-      s[t] = f(s[t], s[t + h]);
-    __syncthreads();
-  }
-  float r = s[0];
-  for (unsigned k = 1; k < 32; k++)
-    r = f(r, s[k]);
-  __syncthreads(); /* s is free again */
-  return r;
-}
-
-struct add_op {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct max_op {
-  __device__ float operator()(float a, float b) const { return b > a ? b : a; }
-};
-
-__device__ float block_sum(float v, float *s) {
-  return block_reduce(v, s, add_op());
-}
-__device__ float block_max(float v, float *s) {
-  return block_reduce(v, s, max_op());
-}
-
 /* ---- kernels: shapes as in gpt_impl.h, N = n*T rows ---------------------- */
 
 /* out (N,C) = wte[tok] + wpe[t]. */

@@ -4,7 +4,7 @@
  * callbacks of cnn.c / cnn_impl.h, with the GEMMs on cuBLAS and the rest in
  * small grid-stride kernels where each output element belongs to one
  * thread, except the convolutions' bias gradients: a block per channel
- * with a fixed-order tree in shared memory (kernels/shared.cuh). No
+ * with a fixed-order tree in shared memory (models/cuda_block.cuh). No
  * atomics: results do not depend on the schedule, and softcuda runs the
  * kernels as they are (the tree on its cooperative blocks).
  *
@@ -54,7 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../kernels/shared.cuh"
+#include "cuda_block.cuh"
 
 namespace {
 
@@ -156,9 +156,9 @@ __global__ void relu_bwd(const float *a, const float *d, int n, int c, int p,
 }
 
 /* gb (rows) += row sums of d (rows, n, cols): a block per row (its n *
- * cols elements are contiguous), block_sum's fixed order (kernels/
- * shared.cuh; kThreads floats of shared memory). One thread per row
- * summed up to 64 x 36,864 elements serially: the conv bias gradients left
+ * cols elements are contiguous), block_sum's fixed order
+ * (cuda_block.cuh; kThreads floats of shared memory). One thread per row
+ * summed up to 36,864 elements serially: the conv bias gradients left
  * 32 or 64 threads for the whole GPU. */
 __global__ void add_row_sums(float *gb, const float *d, int rows, int n,
                              int cols) {

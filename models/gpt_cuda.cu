@@ -48,7 +48,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../kernels/shared.cuh"
+#include "cuda_block.cuh"
 
 #ifndef SHARC_CUDA_ARCHS
 #define SHARC_CUDA_ARCHS "?"

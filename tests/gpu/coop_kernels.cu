@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/shared.cuh"
+#include "models/cuda_block.cuh"
 
 namespace {
 

@@ -19,7 +19,7 @@
  *    softcuda_launch (softcuda_launch.h).
  *
  *  - __syncthreads and dynamic shared memory (SHARC_DYNAMIC_SHARED(T, name)
- *    declares it, here and under nvcc: kernels/shared.cuh) for kernels
+ *    declares it, here and under nvcc: models/cuda_block.cuh) for kernels
  *    launched with sharedMem > 0: those run one block at a time, every
  *    thread on a fiber of its own (softcuda_block.c), so barriers hold as
  *    on a GPU, and a divergent barrier fails the context.
@@ -88,7 +88,7 @@ static __forceinline__ void __syncthreads() {
   threadIdx = t;
   blockIdx = b;
 }
-/* The launch's dynamic shared memory, as T name[] (kernels/shared.cuh). */
+/* The launch's dynamic shared memory, as T name[] (models/cuda_block.cuh). */
 #define SHARC_DYNAMIC_SHARED(T, name)                                          \
   T *name = static_cast<T *>(softcuda_shared())
 static __forceinline__ int min(int a, int b) { return a < b ? a : b; }

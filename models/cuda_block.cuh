@@ -1,5 +1,5 @@
 /*
- * shared.cuh - dynamic shared memory, declared the same way for nvcc and
+ * cuda_block.cuh - dynamic shared memory, declared the same way for nvcc and
  * for softcuda: SHARC_DYNAMIC_SHARED(T, name) makes `name` a T * to the
  * launch's dynamic shared memory (its sharedMem bytes, 16-byte aligned).
  * softcuda's cuda_host.h defines it first (its cooperative blocks give
@@ -12,8 +12,8 @@
  * models' row kernels share (blockDim.x a power of two from 32, blockDim.x
  * floats of that memory).
  */
-#ifndef SHARC_KERNELS_SHARED_CUH
-#define SHARC_KERNELS_SHARED_CUH
+#ifndef SHARC_MODELS_CUDA_BLOCK_CUH
+#define SHARC_MODELS_CUDA_BLOCK_CUH
 
 #ifndef SHARC_DYNAMIC_SHARED
 #define SHARC_DYNAMIC_SHARED(T, name)                                          \
@@ -58,4 +58,4 @@ static __device__ __forceinline__ float block_max(float v, float *s) {
   return block_reduce(v, s, sharc_max_op());
 }
 
-#endif /* SHARC_KERNELS_SHARED_CUH */
+#endif /* SHARC_MODELS_CUDA_BLOCK_CUH */

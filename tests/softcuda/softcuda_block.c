@@ -117,8 +117,14 @@ static void fiber_init(fiber_ctx_t *f, unsigned char *stack, size_t size,
   *--sp = 0;                          /* entry's return address: never used */
   *--sp = (uint64_t)(uintptr_t)entry; /* sc_fiber_switch returns here */
   for (int i = 0; i < 6; i++)
-    *--sp = 0;                       /* rbp, rbx, r12-r15 */
-  *--sp = 0x037full << 32 | 0x1f80u; /* x87 control word, MXCSR: defaults */
+    *--sp = 0; /* rbp, rbx, r12-r15 */
+  /* the launching thread's MXCSR and x87 control word (rounding, flush to
+   * zero), as the serial grid and swapcontext's fibers inherit them */
+  uint32_t mxcsr;
+  uint16_t cw;
+  __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+  __asm__ volatile("fnstcw %0" : "=m"(cw));
+  *--sp = (uint64_t)cw << 32 | mxcsr;
   f->sp = sp;
 }
 
@@ -148,6 +154,8 @@ static void fiber_jump(fiber_ctx_t *save, fiber_ctx_t *to) {
 /* ---- blocks -------------------------------------------------------------- */
 
 enum { T_READY, T_BARRIER, T_DONE };
+
+#define GUARD_BYTES ((size_t)4096) /* the bottom of each fiber's stack */
 
 typedef struct {
   size_t nt, block;
@@ -284,7 +292,9 @@ static int run_block(coop_t *c, int reverse, size_t shared_bytes) {
 }
 
 /* The fibers' stacks, kept per worker thread for its later launches (the
- * pages faulted in once), unmapped when the thread ends. */
+ * pages faulted in once), unmapped when the thread ends. The lowest page
+ * of each is a guard (PROT_NONE): a fiber that overflows its stack faults
+ * instead of writing over the frames of the fiber below. */
 typedef struct {
   unsigned char *p;
   size_t bytes;
@@ -316,6 +326,8 @@ static unsigned char *stacks_get(size_t bytes) {
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   s->p = p == MAP_FAILED ? NULL : p;
+  for (size_t at = 0; s->p && at + FIBER_STACK <= bytes; at += FIBER_STACK)
+    mprotect(s->p + at, GUARD_BYTES, PROT_NONE);
   s->bytes = s->p ? bytes : 0;
   pthread_setspecific(stacks_key, s);
   return s->p;

@@ -4,6 +4,7 @@
  * CUDA once), and adds it to the memory registry (state/mem.c).
  */
 #include <stdint.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "gpu.h"
@@ -21,5 +22,8 @@ sharc_status_t sharc_mem_register(void *ptr, size_t bytes) {
   mem_dev_t dev = {.device = -1};
   if (dev_is_device_ptr(ptr))
     CHECK(gpu_mem_describe(ptr, bytes, &dev));
-  return mem_add_region(ptr, bytes, &dev);
+  sharc_status_t s = mem_add_region(ptr, bytes, &dev);
+  if (s != SHARC_OK && dev.device >= 0 && dev.has_dmabuf)
+    close(dev.dmabuf_fd); /* the registry did not take it */
+  return s;
 }

@@ -190,6 +190,10 @@ const char *err_last(void);
     "ib sends of at least this many bytes from sharc_mem_alloc / "             \
     "sharc_mem_register buffers are written from the buffer itself "           \
     "(registered once, cached); 0: always copy")                               \
+  X(IB_GDR, "SHARC_IB_GDR", "auto",                                            \
+    "GPUDirect RDMA for sends from registered device memory: auto (a "         \
+    "dma-buf, else nvidia-peermem where loaded), dmabuf, peermem or off "      \
+    "(stage through host memory)")                                             \
   X(NCHANNELS, "SHARC_NCHANNELS", "2",                                         \
     "parallel channels (FIFOs, TCP sockets) per peer for large messages")      \
   X(SLICE_BYTES, "SHARC_SLICE_BYTES", "262144",                                \

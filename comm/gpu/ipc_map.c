@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef SHARC_HAVE_CUDA
 
@@ -33,6 +34,53 @@ static get_range_fn find_get_range(void) {
     atomic_store(&fn, f);
   }
   return f;
+}
+
+typedef CUresult (*get_handle_fn)(void *handle, CUdeviceptr dptr, size_t size,
+                                  CUmemRangeHandleType type,
+                                  unsigned long long flags);
+
+/* GPUDirect RDMA: a dma-buf of the page-aligned span covering
+ * [p, p + bytes) into out (has_dmabuf), or the reason there is none. The
+ * span may reach past the allocation's asked-for size into its last page,
+ * which CUDA maps whole (as NCCL registers). */
+static void export_dmabuf(const void *p, size_t bytes, mem_dev_t *out) {
+  static _Atomic(get_handle_fn) fn;
+  static char fn_why[96];
+  get_handle_fn f = atomic_load(&fn);
+  if (!f) {
+    f = (get_handle_fn)dev_driver_entry("cuMemGetHandleForAddressRange",
+                                        cudaEnableDefault, fn_why,
+                                        sizeof fn_why);
+    atomic_store(&fn, f);
+  }
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  uint64_t lo = (uint64_t)(uintptr_t)p & ~(page - 1);
+  uint64_t hi = ((uint64_t)(uintptr_t)p + bytes + page - 1) & ~(page - 1);
+  int fd = -1;
+  CUresult r = f ? f(&fd, (CUdeviceptr)lo, (size_t)(hi - lo),
+                     CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)
+                 : CUDA_ERROR_NOT_SUPPORTED;
+  if (r == CUDA_SUCCESS && fd >= 0) {
+    out->has_dmabuf = 1;
+    out->dmabuf_fd = fd;
+    out->dmabuf_addr = lo;
+    out->dmabuf_len = (size_t)(hi - lo);
+    return;
+  }
+  if (!f)
+    snprintf(out->dmabuf_why, sizeof out->dmabuf_why,
+             "the CUDA driver has no cuMemGetHandleForAddressRange (%s)",
+             fn_why);
+  else
+    snprintf(out->dmabuf_why, sizeof out->dmabuf_why,
+             "cuMemGetHandleForAddressRange refused a dma-buf of "
+             "[0x%llx, +%llu) (CUresult %d: %s)",
+             (unsigned long long)lo, (unsigned long long)(hi - lo), (int)r,
+             r == CUDA_ERROR_NOT_SUPPORTED
+                 ? "this GPU or driver exports no dma-buf; a kernel 5.12+ and "
+                   "the open GPU kernel modules have it"
+                 : "see the CUDA driver API documentation");
 }
 
 /* The allocation id of device pointer p (CU_POINTER_ATTRIBUTE_BUFFER_ID),
@@ -171,6 +219,7 @@ sharc_status_t gpu_mem_describe(const void *p, size_t bytes, mem_dev_t *out) {
   out->base = (uint64_t)base;
   out->buffer_id = buffer_id((void *)(uintptr_t)base);
   memcpy(out->handle, &h, sizeof h);
+  export_dmabuf(p, bytes, out);
   return SHARC_OK;
 }
 

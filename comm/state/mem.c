@@ -149,6 +149,8 @@ sharc_status_t sharc_mem_deregister(void *ptr) {
         SHARC_ERR_INVALID_ARG,
         "sharc_mem_deregister: %p was not registered with sharc_mem_register",
         ptr);
+  if (r->dev.device >= 0 && r->dev.has_dmabuf)
+    close(r->dev.dmabuf_fd);
   free(r);
   return SHARC_OK;
 }
@@ -162,6 +164,9 @@ int mem_find_device(const void *p, size_t len, mem_dev_t *out) {
     if (r->dev.device >= 0 && a >= b && a - b <= r->bytes &&
         len <= r->bytes - (a - b)) {
       *out = r->dev;
+      out->region = r->ptr;
+      out->region_bytes = r->bytes;
+      out->region_id = r->id;
       found = 1;
     }
   }

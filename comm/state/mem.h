@@ -40,6 +40,20 @@ typedef struct mem_dev {
                                a later allocation at the same address has
                                another, so a freed registration shows */
   unsigned char handle[64]; /* that allocation's cudaIpcMemHandle_t */
+  /* GPUDirect RDMA: a dma-buf of the page-aligned span
+   * [dmabuf_addr, +dmabuf_len) that covers the region, exported by CUDA at
+   * registration for an RDMA driver to import (ibv_reg_dmabuf_mr); owned by
+   * the registry, closed at deregistration. has_dmabuf 0: none, with the
+   * reason in dmabuf_why. */
+  int has_dmabuf, dmabuf_fd;
+  uint64_t dmabuf_addr;
+  size_t dmabuf_len;
+  char dmabuf_why[256];
+  /* Filled by mem_find_device (ignored by mem_add_region): the registered
+   * region that holds the pointer and its registry id. */
+  void *region;
+  size_t region_bytes;
+  uint64_t region_id;
 } mem_dev_t;
 
 /* 1 and *out filled if [p, p + len) lies inside one registered device

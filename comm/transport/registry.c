@@ -99,3 +99,24 @@ int transport_peer_waiting(struct sharc_comm *comm, int rank) {
   const transport_t *tp = carrier(comm, rank);
   return tp && tp->peer_waiting ? tp->peer_waiting(comm, rank) : -2;
 }
+
+int transport_device_send(struct sharc_comm *comm, int peer, const void *p,
+                          size_t len, char *why, size_t why_len) {
+  const transport_t *tp = carrier(comm, peer);
+  if (!tp) {
+    snprintf(why, why_len, "no transport carries rank %d yet", peer);
+    return 0;
+  }
+  if (tp->inner) {
+    snprintf(why, why_len,
+             "SHARC_FAULT wraps the %s transport and must see every byte",
+             tp->name);
+    return 0;
+  }
+  if (!tp->device_send) {
+    snprintf(why, why_len, "the %s transport reads what it sends with the CPU",
+             tp->name);
+    return 0;
+  }
+  return tp->device_send(comm, peer, p, len, why, why_len);
+}

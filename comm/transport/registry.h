@@ -32,5 +32,10 @@ void transport_publish_wait(struct sharc_comm *comm, int peer);
 uint64_t transport_peer_entered(struct sharc_comm *comm, int rank);
 int transport_peer_waiting(struct sharc_comm *comm, int rank);
 void transport_poll_notice(struct sharc_comm *comm);
+/* The device_send answer (transport.h) of the transport that carries
+ * `peer`: 0 with why when it has none, is wrapped by SHARC_FAULT (which
+ * must see every byte), or says no. */
+int transport_device_send(struct sharc_comm *comm, int peer, const void *p,
+                          size_t len, char *why, size_t why_len);
 
 #endif /* SHARC_TRANSPORT_REGISTRY_H */

@@ -131,6 +131,15 @@ typedef struct transport {
    * (tcp shuts the socket down; NULL: only this end stops using it). For
    * fault injection (SHARC_FAULT drop). */
   void (*fault_drop)(transport_conn_t *c);
+  /* Optional (NULL: never). GPUDirect RDMA: 1 when sends to `peer` from
+   * the device memory [p, p + len) go straight from the GPU: send_begin
+   * then takes each such send whole (1), whatever its size, and never asks
+   * the executor to copy it through send_space, so a schedule may name
+   * device memory as the source of its sends to peer. 0 with the reason in
+   * why when the bytes must be staged in host memory first. May register
+   * the memory with the NIC (kept in the transport's cache). */
+  int (*device_send)(struct sharc_comm *comm, int peer, const void *p,
+                     size_t len, char *why, size_t why_len);
 } transport_t;
 
 /* The one point where fault injection (tests only) reaches inside a

@@ -474,6 +474,8 @@ static const struct {
     {"cuStreamWriteValue32", (void *)sc_stream_write_value32, 11070},
     {"cuMemGetAddressRange", (void *)sc_mem_get_address_range, 3020},
     {"cuPointerGetAttribute", (void *)sc_pointer_get_attribute, 4000},
+    {"cuMemGetHandleForAddressRange", (void *)sc_mem_get_handle_for_range,
+     11070},
 };
 
 cudaError_t cudaGetDriverEntryPointByVersion(

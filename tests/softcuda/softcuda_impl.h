@@ -279,6 +279,12 @@ CUresult sc_pointer_get_attribute(void *data, CUpointer_attribute attribute,
                                   CUdeviceptr ptr);
 CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
                                   CUdeviceptr dptr);
+/* cuMemGetHandleForAddressRange (dma-buf export) and whether the modelled
+ * device supports it (SOFTCUDA_NO_DMABUF unset). */
+CUresult sc_mem_get_handle_for_range(void *handle, CUdeviceptr dptr,
+                                     size_t size, CUmemRangeHandleType type,
+                                     unsigned long long flags);
+int sc_dmabuf_supported(void);
 
 /* ---- streams (softcuda_stream.c; lock held unless said) ----------------- */
 

@@ -306,6 +306,107 @@ CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
   return CUDA_SUCCESS;
 }
 
+/* ---- dma-buf export (GPUDirect RDMA) ------------------------------------
+ * cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) hands
+ * out a file descriptor for a page-aligned stretch of one allocation, which
+ * an RDMA driver imports (ibv_reg_dmabuf_mr) and maps page by page. Here the
+ * descriptor is a new open of the allocation's memfd; the stretch's offset
+ * in that file, which a real dma-buf implies (its offset 0 is dptr), is
+ * kept in a table that softcuda_dmabuf_info answers from, for the test
+ * HCA (tests/unit/mock_verbs.c) that stands in for the importer.
+ * SOFTCUDA_NO_DMABUF=1 models a device or driver without dma-buf
+ * (CUDA_ERROR_NOT_SUPPORTED). */
+
+#define SC_DMABUF_MAX 256
+static struct {
+  int fd;
+  uint64_t ino, off;
+  size_t len;
+} sc_dmabufs[SC_DMABUF_MAX];
+
+int sc_dmabuf_supported(void) {
+  const char *v = getenv("SOFTCUDA_NO_DMABUF");
+  return !(v && v[0] && strcmp(v, "0"));
+}
+
+CUresult sc_mem_get_handle_for_range(void *handle, CUdeviceptr dptr,
+                                     size_t size, CUmemRangeHandleType type,
+                                     unsigned long long flags) {
+  if (sc_enter(__func__) != cudaSuccess)
+    return CUDA_ERROR_NOT_PERMITTED;
+  long page = sysconf(_SC_PAGESIZE);
+  if (!handle || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD ||
+      (flags &
+       ~(unsigned long long)CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE)) {
+    if (sc_debug_on())
+      sc_say("cuMemGetHandleForAddressRange: handle %p, type %d, flags "
+             "0x%llx: invalid",
+             handle, (int)type, flags);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!sc_dmabuf_supported() ||
+      (flags & CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE))
+    return CUDA_ERROR_NOT_SUPPORTED; /* no BAR1 mapping modelled */
+  if (size == 0 || dptr % (CUdeviceptr)page || size % (size_t)page) {
+    if (sc_debug_on())
+      sc_say("cuMemGetHandleForAddressRange(0x%llx, %zu): the address and "
+             "size must be aligned to the host page size (%ld)",
+             (unsigned long long)dptr, size, page);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&sc_state.lock);
+  range_t *r = range_find((const void *)(uintptr_t)dptr);
+  int ok = r && r->kind == R_DEVICE && dptr - r->base <= r->map_size &&
+           size <= r->map_size - (size_t)(dptr - r->base);
+  char path[64];
+  uint64_t off = ok ? (uint64_t)(dptr - r->base) : 0, ino = ok ? r->ino : 0;
+  if (ok)
+    snprintf(path, sizeof path, "/proc/self/fd/%d", r->fd);
+  pthread_mutex_unlock(&sc_state.lock);
+  if (!ok) {
+    if (sc_debug_on())
+      sc_say("cuMemGetHandleForAddressRange(0x%llx, %zu): not inside one "
+             "device allocation",
+             (unsigned long long)dptr, size);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&sc_state.lock);
+  int slot = -1;
+  for (int i = 0; i < SC_DMABUF_MAX && slot < 0; i++)
+    if (sc_dmabufs[i].len == 0 || sc_dmabufs[i].fd == fd)
+      slot = i;
+  if (slot < 0)
+    slot = fd % SC_DMABUF_MAX; /* full: the oldest stale entries go */
+  sc_dmabufs[slot].fd = fd;
+  sc_dmabufs[slot].ino = ino;
+  sc_dmabufs[slot].off = off;
+  sc_dmabufs[slot].len = size;
+  pthread_mutex_unlock(&sc_state.lock);
+  *(int *)handle = fd;
+  return CUDA_SUCCESS;
+}
+
+__attribute__((visibility("default"))) int
+softcuda_dmabuf_info(int fd, uint64_t *file_off, size_t *len) {
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0)
+    return -1;
+  int found = 0;
+  pthread_mutex_lock(&sc_state.lock);
+  for (int i = 0; i < SC_DMABUF_MAX && !found; i++)
+    if (sc_dmabufs[i].len && sc_dmabufs[i].fd == fd &&
+        sc_dmabufs[i].ino == (uint64_t)st.st_ino) {
+      *file_off = sc_dmabufs[i].off;
+      *len = sc_dmabufs[i].len;
+      found = 1;
+    }
+  pthread_mutex_unlock(&sc_state.lock);
+  return found ? 0 : -1;
+}
+
 /* ---- copies and memsets ------------------------------------------------- */
 
 /* Checks a copy of rows (extent: bytes from the first to the last byte

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #undef ibv_query_port /* the compat entry points are what we define */
@@ -38,6 +39,11 @@ typedef struct {
 typedef struct mmr {
   struct ibv_mr mr;
   int access;
+  /* a dma-buf MR: the importer's own mapping of the dma-buf's pages, at
+   * map + (address - mr.addr) for each address of the MR (mr.addr is the
+   * iova) */
+  uint8_t *map, *map_base;
+  size_t map_len;
   struct mmr *next;
 } mmr_t;
 
@@ -70,6 +76,15 @@ typedef struct mqp {
   uint32_t dest_qpn, rq_psn, sq_psn;
   struct mqp *next;
 } mqp_t;
+
+/* softcuda's dma-buf table (tests/softcuda/softcuda_mem.c), when the test
+ * program runs on softcuda: the file offset and length a dma-buf stands
+ * for. */
+int softcuda_dmabuf_info(int fd, uint64_t *file_off, size_t *len)
+    __attribute__((weak));
+
+static int gdr_dmabuf, gdr_peermem;
+static int (*gdr_is_device)(const void *p);
 
 static pthread_mutex_t M = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wire_cv = PTHREAD_COND_INITIALIZER;
@@ -207,8 +222,13 @@ static int carry(mqp_t *q) {
       bad(&R.rnr, "immediate to QP 0x%x with no receive posted", d->qp.qp_num);
       return 0;
     } else {
+      /* a dma-buf MR is read through the importer's mapping, never
+       * through the address the sender names */
+      const void *from =
+          l && l->map ? l->map + (w.laddr - (uint64_t)(uintptr_t)l->mr.addr)
+                      : (const void *)(uintptr_t)w.laddr;
       if (w.len)
-        memcpy((void *)(uintptr_t)w.raddr, (void *)(uintptr_t)w.laddr, w.len);
+        memcpy((void *)(uintptr_t)w.raddr, from, w.len);
       R.writes++;
       if (w.with_imm) {
         struct ibv_wc wc = {.wr_id = d->rq[d->rq_head],
@@ -492,11 +512,26 @@ int ibv_dealloc_pd(struct ibv_pd *pd) {
   return 0;
 }
 
+void mock_set_gdr(int dmabuf, int peermem, int (*is_device)(const void *p)) {
+  pthread_mutex_lock(&M);
+  gdr_dmabuf = dmabuf;
+  gdr_peermem = peermem;
+  gdr_is_device = is_device;
+  pthread_mutex_unlock(&M);
+}
+
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
                           int access) {
   if ((access & IBV_ACCESS_REMOTE_WRITE) &&
       !(access & IBV_ACCESS_LOCAL_WRITE)) {
     errno = EINVAL; /* verbs requires local write with remote write */
+    return NULL;
+  }
+  pthread_mutex_lock(&M);
+  int refuse = gdr_is_device && !gdr_peermem && gdr_is_device(addr);
+  pthread_mutex_unlock(&M);
+  if (refuse) {
+    errno = EFAULT; /* pinning device memory needs nvidia-peermem */
     return NULL;
   }
   mmr_t *m = calloc(1, sizeof *m);
@@ -512,6 +547,53 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
   return &m->mr;
 }
 
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+                                 size_t length, uint64_t iova, int fd,
+                                 int access) {
+  uint64_t foff = 0;
+  size_t flen = 0;
+  pthread_mutex_lock(&M);
+  int on = gdr_dmabuf;
+  pthread_mutex_unlock(&M);
+  if (!on || !softcuda_dmabuf_info) {
+    errno = EOPNOTSUPP; /* a kernel or driver without dma-buf import */
+    return NULL;
+  }
+  if ((access & IBV_ACCESS_REMOTE_WRITE) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (softcuda_dmabuf_info(fd, &foff, &flen) != 0 || length == 0 ||
+      offset > flen || length > flen - offset) {
+    errno = EINVAL; /* not a dma-buf, or the MR runs past its end */
+    return NULL;
+  }
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t lead = (size_t)(offset % page);
+  size_t maplen = (lead + length + page - 1) / page * page;
+  void *map = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   (off_t)(foff + offset - lead));
+  if (map == MAP_FAILED)
+    return NULL;
+  mmr_t *m = calloc(1, sizeof *m);
+  pthread_mutex_lock(&M);
+  m->mr = (struct ibv_mr){
+      pd->context, pd, (void *)(uintptr_t)iova, length, 0, next_key, next_key};
+  next_key += 0x10;
+  m->access = access;
+  m->map_base = map;
+  m->map = (uint8_t *)map + lead;
+  m->map_len = maplen;
+  m->next = mrs;
+  mrs = m;
+  ((mpd_t *)pd)->refs++;
+  R.mrs++;
+  R.dmabuf_mrs++;
+  pthread_mutex_unlock(&M);
+  return &m->mr;
+}
+
 int ibv_dereg_mr(struct ibv_mr *mr) {
   pthread_mutex_lock(&M);
   for (mmr_t **pp = &mrs; *pp; pp = &(*pp)->next)
@@ -520,6 +602,8 @@ int ibv_dereg_mr(struct ibv_mr *mr) {
       *pp = m->next;
       ((mpd_t *)mr->pd)->refs--;
       R.mrs--;
+      if (m->map_base)
+        munmap(m->map_base, m->map_len);
       free(m);
       break;
     }

@@ -37,6 +37,7 @@ typedef struct {
   /* live objects (0 after every teardown) */
   int contexts, pds, mrs, cqs, qps, channels;
   uint64_t writes, imms; /* carried */
+  int dmabuf_mrs;        /* dma-buf MRs made (ever) */
 } mock_report_t;
 
 void mock_report(mock_report_t *out);
@@ -45,5 +46,13 @@ void mock_report(mock_report_t *out);
 void mock_fail_next_data_write(void);
 /* Every open device context gets IBV_EVENT_PORT_ERR for port 1. */
 void mock_port_down(void);
+/* GPUDirect RDMA as far as the stack allows it (default: not at all).
+ * dmabuf: ibv_reg_dmabuf_mr imports a dma-buf that softcuda exported
+ * (softcuda_dmabuf_info; else EOPNOTSUPP, as a kernel without dma-buf
+ * import), maps its pages itself and carries writes from that mapping.
+ * peermem: ibv_reg_mr accepts device memory (is_device tells it from host
+ * memory); without it such a registration fails with EFAULT, as pinning
+ * GPU memory does without nvidia-peermem. */
+void mock_set_gdr(int dmabuf, int peermem, int (*is_device)(const void *p));
 
 #endif /* SHARC_TEST_MOCK_VERBS_H */

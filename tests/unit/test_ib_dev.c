@@ -241,6 +241,43 @@ static void test_peermem(void) {
          ib_peermem_loaded("") ? "loaded" : "not loaded");
 }
 
+/* SHARC_IB_GDR: which registrations of device memory are tried, in which
+ * order, and why none. */
+static void test_gdr_plan(void) {
+  int m[2] = {-1, -1};
+  char why[300];
+  EXPECT(ib_gdr_plan("auto", 1, NULL, 1, m, why, sizeof why) == 2 &&
+             m[0] == IB_GDR_DMABUF && m[1] == IB_GDR_PEERMEM,
+         "auto with both: dma-buf first, then peermem");
+  EXPECT(ib_gdr_plan("auto", 0, "no export", 1, m, why, sizeof why) == 1 &&
+             m[0] == IB_GDR_PEERMEM,
+         "auto without a dma-buf: peermem");
+  EXPECT(ib_gdr_plan("auto", 1, NULL, 0, m, why, sizeof why) == 1 &&
+             m[0] == IB_GDR_DMABUF,
+         "auto without peermem: dma-buf");
+  EXPECT(ib_gdr_plan("auto", 0, "CUresult 801", 0, m, why, sizeof why) == 0 &&
+             strstr(why, "CUresult 801") && strstr(why, "nvidia-peermem"),
+         "auto with neither: none, naming both (%s)", why);
+  EXPECT(ib_gdr_plan("dmabuf", 1, NULL, 1, m, why, sizeof why) == 1 &&
+             m[0] == IB_GDR_DMABUF,
+         "dmabuf: only dma-buf");
+  EXPECT(ib_gdr_plan("dmabuf", 0, "no export", 1, m, why, sizeof why) == 0 &&
+             strstr(why, "no export"),
+         "dmabuf without one: none (%s)", why);
+  EXPECT(ib_gdr_plan("peermem", 1, NULL, 0, m, why, sizeof why) == 1 &&
+             m[0] == IB_GDR_PEERMEM,
+         "peermem: tried even where the module does not show");
+  EXPECT(ib_gdr_plan("off", 1, NULL, 1, m, why, sizeof why) == 0 &&
+             strstr(why, "off"),
+         "off: none");
+  EXPECT(ib_gdr_plan("yes", 1, NULL, 1, m, why, sizeof why) == -1 &&
+             strstr(why, "SHARC_IB_GDR=yes"),
+         "a bad mode is refused, named (%s)", why);
+  EXPECT(!strcmp(ib_gdr_name(IB_GDR_DMABUF), "dma-buf") &&
+             !strcmp(ib_gdr_name(IB_GDR_NONE), "none"),
+         "names");
+}
+
 /* ---- order of completions ------------------------------------------------ */
 
 static void test_order(void) {
@@ -402,6 +439,7 @@ int main(void) {
   test_pick();
   test_gid();
   test_peermem();
+  test_gdr_plan();
   test_order();
   test_regcache();
   printf("test_ib_dev: %d passed, %d failed\n", passed, failed);

@@ -53,8 +53,11 @@
  * buffer (send_begin returns 1): the buffer is registered once and kept in
  * the registration cache (ib_track.c); the op completes when its last
  * write completed locally. Other buffers are copied into the tx ring.
- * GPU memory: no device path exists in sharc yet; the GPUDirect choice is
- * logged once and GPU data would be staged through host memory.
+ * GPUDirect RDMA. Device memory registered with sharc_mem_register is a
+ * write source too (reg_dev below): the GPU layer asks device_send whether
+ * a peer can be sent device memory straight, and if so names it in its
+ * schedule; send_begin then takes such a send whole, whatever its size.
+ * Otherwise the GPU layer stages the bytes in pinned host memory.
  *
  * Built only with libibverbs; ib_none.c stands in without it.
  */
@@ -142,30 +145,56 @@ static void ib_recv_release(transport_conn_t *c, size_t bytes) {
   pthread_mutex_unlock(&p->lock);
 }
 
+static ib_reg_entry_t *gdr_get(struct ib_state *st, const mem_dev_t *dev,
+                               char *why, size_t why_len);
+
 static int ib_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   ib_pair_t *p = pair_of(c);
   struct ib_state *st = p->st;
   mem_ref_t ref;
-  if (!st->zcopy_min || bytes < st->zcopy_min || c->framed_only ||
-      atomic_load(&p->state) == P_FAILED || !mem_find(src, bytes, &ref))
+  mem_dev_t dev;
+  ib_reg_entry_t *e = NULL;
+  int on_dev = 0;
+  if (bytes == 0 || atomic_load(&p->state) == P_FAILED)
     return 0;
-  int err = 0;
-  pthread_mutex_lock(&st->reg_lock);
-  ib_reg_entry_t *e = ib_regcache_get(
-      &st->reg, ref.id, (uint8_t *)src - ref.offset, ref.size, &err);
-  pthread_mutex_unlock(&st->reg_lock);
-  if (!e) {
-    INFO(SUB_NET,
-         "ib: %s: registering a %zu-byte region for a direct send failed "
-         "(%s); copying through the FIFO instead",
-         st->dev.name, ref.size, strerror(err));
-    return 0;
+  if (mem_find_device(src, bytes, &dev)) {
+    /* Device memory reaches a send only after device_send said yes: it
+     * goes from the GPU whatever its size, and is never copied by the CPU.
+     * Should its registration fail now (evicted and refused since), the
+     * pair fails: send_space then offers nothing to copy into. */
+    char why[300];
+    if (!(e = gdr_get(st, &dev, why, sizeof why))) {
+      pthread_mutex_lock(&p->lock);
+      ib_pair_fail(p, SHARC_ERR_NET, -1,
+                   "ib: %s: a send of %zu bytes of device memory to rank %d "
+                   "(host %s) cannot go by GPUDirect RDMA: %s",
+                   st->dev.name, bytes, p->peer, host_of(st, p->peer), why);
+      pthread_mutex_unlock(&p->lock);
+      return 0;
+    }
+    on_dev = 1;
+  } else {
+    if (!st->zcopy_min || bytes < st->zcopy_min || c->framed_only ||
+        !mem_find(src, bytes, &ref))
+      return 0;
+    int err = 0;
+    pthread_mutex_lock(&st->reg_lock);
+    e = ib_regcache_get(&st->reg, ref.id, (uint8_t *)src - ref.offset, ref.size,
+                        &err);
+    pthread_mutex_unlock(&st->reg_lock);
+    if (!e) {
+      INFO(SUB_NET,
+           "ib: %s: registering a %zu-byte region for a direct send failed "
+           "(%s); copying through the FIFO instead",
+           st->dev.name, ref.size, strerror(err));
+      return 0;
+    }
   }
   pthread_mutex_lock(&p->lock);
   if (p->zc.active) { /* cannot happen: ops on one FIFO run one at a time */
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_lock(&st->reg_lock);
-    ib_regcache_put(&st->reg, e);
+    ib_regcache_put(on_dev ? &st->dreg : &st->reg, e);
     pthread_mutex_unlock(&st->reg_lock);
     return 0;
   }
@@ -176,10 +205,11 @@ static int ib_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   p->zc.end = start + transport_wire_bytes(bytes);
   p->zc.src = src;
   p->zc.reg = e;
+  p->zc.dev = on_dev;
   atomic_store(&p->tx_head, p->zc.end);
   ib_tx_pump(p);
   pthread_mutex_unlock(&p->lock);
-  atomic_fetch_add(&st->n_zcopy, 1);
+  atomic_fetch_add(on_dev ? &st->n_gdr_sends : &st->n_zcopy, 1);
   return 1;
 }
 
@@ -190,7 +220,7 @@ static int ib_send_done(transport_conn_t *c) {
   pthread_mutex_lock(&p->lock);
   if (p->zc.active && atomic_load(&p->tx_done) >= p->zc.end) {
     pthread_mutex_lock(&st->reg_lock);
-    ib_regcache_put(&st->reg, p->zc.reg);
+    ib_regcache_put(p->zc.dev ? &st->dreg : &st->reg, p->zc.reg);
     pthread_mutex_unlock(&st->reg_lock);
     p->zc.active = 0;
     done = 1;
@@ -352,6 +382,112 @@ static int alive_user(void *arg, uint64_t id, uintptr_t base, size_t len) {
   return mem_find((void *)base, len, &r) && r.id == id && r.offset == 0;
 }
 
+/* ---- GPUDirect RDMA: device memory as a write source ----------------------
+ * A registered device region (mem.h: sharc_mem_register on device memory)
+ * is registered with the NIC whole, once, and kept in dreg like host
+ * regions in reg: through the dma-buf CUDA exported for it at
+ * sharc_mem_register (ibv_reg_dmabuf_mr: offset into the dma-buf, iova the
+ * device address, so work requests name device addresses as they are), or
+ * with ibv_reg_mr on the device pointer, which nvidia-peermem resolves. The
+ * methods are tried in ib_gdr_plan's order; the first that works stays. */
+
+/* Called by ib_regcache_get under reg_lock: arg is the ib_state. */
+static int reg_dev(void *arg, void *base, size_t len, void **handle,
+                   uint32_t *lkey) {
+  struct ib_state *st = arg;
+  mem_dev_t dev;
+  if (!mem_find_device(base, len, &dev))
+    return ENOENT;
+  int plan[2], err = EOPNOTSUPP;
+  char why[200];
+  int n = ib_gdr_plan(st->gdr_mode, dev.has_dmabuf, dev.dmabuf_why,
+                      st->gdr_peermem, plan, why, sizeof why);
+  for (int i = 0; i < n; i++) {
+    struct ibv_mr *mr = NULL;
+    errno = 0;
+    if (plan[i] == IB_GDR_DMABUF)
+      mr = ibv_reg_dmabuf_mr(
+          st->dev.pd, (uint64_t)((uintptr_t)base - dev.dmabuf_addr), len,
+          (uint64_t)(uintptr_t)base, dev.dmabuf_fd, IBV_ACCESS_LOCAL_WRITE);
+    else
+      mr = ibv_reg_mr(st->dev.pd, base, len, IBV_ACCESS_LOCAL_WRITE);
+    if (mr) {
+      *handle = mr;
+      *lkey = mr->lkey;
+      atomic_fetch_add(
+          plan[i] == IB_GDR_DMABUF ? &st->n_gdr_dmabuf : &st->n_gdr_peermem, 1);
+      INFO(SUB_NET,
+           "ib: %s: device memory [%p, +%zu) registered through %s "
+           "(GPUDirect RDMA)",
+           st->dev.name, base, len, ib_gdr_name(plan[i]));
+      return 0;
+    }
+    err = errno ? errno : EINVAL;
+    INFO(SUB_NET,
+         "ib: %s: registering device memory [%p, +%zu) through %s "
+         "failed: %s%s",
+         st->dev.name, base, len, ib_gdr_name(plan[i]), strerror(err),
+         i + 1 < n ? "; trying the next way" : "");
+  }
+  return err;
+}
+static int alive_dev(void *arg, uint64_t id, uintptr_t base, size_t len) {
+  mem_dev_t d;
+  return mem_find_device((void *)base, len, &d) && d.region_id == id &&
+         (uintptr_t)d.region == base;
+}
+
+/* The dreg entry for the region of dev (raised: ib_regcache_put it), or
+ * NULL with why. */
+static ib_reg_entry_t *gdr_get(struct ib_state *st, const mem_dev_t *dev,
+                               char *why, size_t why_len) {
+  int plan[2];
+  int n = ib_gdr_plan(st->gdr_mode, dev->has_dmabuf, dev->dmabuf_why,
+                      st->gdr_peermem, plan, why, why_len);
+  if (n <= 0)
+    return NULL;
+  int err = 0;
+  pthread_mutex_lock(&st->reg_lock);
+  ib_reg_entry_t *e = ib_regcache_get(&st->dreg, dev->region_id, dev->region,
+                                      dev->region_bytes, &err);
+  pthread_mutex_unlock(&st->reg_lock);
+  if (!e)
+    snprintf(why, why_len,
+             "%s could not register the device region [%p, +%zu) through "
+             "%s%s%s (%s): the NIC driver or kernel cannot reach GPU memory "
+             "that way (dma-buf import needs a 5.12+ kernel and the open GPU "
+             "modules; ibv_reg_mr of GPU memory needs nvidia-peermem)",
+             st->dev.name, dev->region, dev->region_bytes, ib_gdr_name(plan[0]),
+             n > 1 ? " or " : "", n > 1 ? ib_gdr_name(plan[1]) : "",
+             strerror(err));
+  return e;
+}
+
+static int ib_device_send(struct sharc_comm *comm, int peer, const void *p,
+                          size_t len, char *why, size_t why_len) {
+  struct ib_state *st = comm->tp_state[TRANSPORT_IB];
+  mem_dev_t dev;
+  if (!st) {
+    snprintf(why, why_len, "the ib transport is not set up");
+    return 0;
+  }
+  if (!mem_find_device(p, len, &dev)) {
+    snprintf(why, why_len,
+             "[%p, +%zu) is not inside one device region registered with "
+             "sharc_mem_register",
+             p, len);
+    return 0;
+  }
+  ib_reg_entry_t *e = gdr_get(st, &dev, why, why_len);
+  if (!e)
+    return 0;
+  pthread_mutex_lock(&st->reg_lock);
+  ib_regcache_put(&st->dreg, e); /* stays cached for the sends */
+  pthread_mutex_unlock(&st->reg_lock);
+  (void)peer; /* one NIC serves every peer of this rank */
+  return 1;
+}
+
 static void state_free(struct ib_state *st) {
   struct sharc_comm *comm = st->comm;
   if (st->pairs)
@@ -359,6 +495,8 @@ static void state_free(struct ib_state *st) {
       ib_pair_destroy(st->pairs[i]);
   if (st->reg.e)
     ib_regcache_free(&st->reg);
+  if (st->dreg.e)
+    ib_regcache_free(&st->dreg);
   if (st->efd >= 0)
     close(st->efd);
   if (st->chan)
@@ -382,18 +520,16 @@ static sharc_status_t tunable(struct sharc_comm *comm, param_id_t id,
   return SHARC_OK;
 }
 
-static void gpu_note(void) {
+static void gpu_note(struct ib_state *st) {
   static _Atomic int said;
   if (atomic_exchange(&said, 1))
     return;
-  INFO(SUB_NET, "ib: GPU buffers: %s",
-       ib_peermem_loaded("")
-           ? "nvidia-peermem is loaded, so device memory could be registered "
-             "(GPUDirect RDMA), but sharc has no device-memory path yet: GPU "
-             "data is staged through host memory"
-           : "nvidia-peermem is not loaded: GPU data is staged through "
-             "pinned host memory (modprobe nvidia-peermem enables GPUDirect "
-             "RDMA)");
+  INFO(SUB_NET,
+       "ib: GPU buffers: SHARC_IB_GDR=%s; nvidia-peermem %s. Sends from "
+       "device memory registered with sharc_mem_register go straight from "
+       "the GPU where its dma-buf or nvidia-peermem lets the NIC reach it, "
+       "and are staged through pinned host memory otherwise",
+       st->gdr_mode, st->gdr_peermem ? "is loaded" : "is not loaded");
 }
 
 static sharc_status_t ib_setup(struct sharc_comm *comm) {
@@ -410,6 +546,11 @@ static sharc_status_t ib_setup(struct sharc_comm *comm) {
   CHECK(tunable(comm, PARAM_IB_TC, 0, 255, &tc));
   CHECK(tunable(comm, PARAM_IB_FIFO_BYTES, 65536, (int64_t)1 << 28, &fifo));
   CHECK(tunable(comm, PARAM_IB_ZCOPY_BYTES, 0, INT64_MAX, &zc));
+  const char *gdr = param_str(PARAM_IB_GDR);
+  int plan[2];
+  char gwhy[200];
+  if (ib_gdr_plan(gdr, 0, NULL, 0, plan, gwhy, sizeof gwhy) < 0)
+    return comm_error(comm, SHARC_ERR_INVALID_ARG, "ib: %s", gwhy);
   struct ib_state *st = calloc(1, sizeof *st);
   if (!st)
     return comm_error(comm, SHARC_ERR_NO_MEM, "ib: out of memory");
@@ -426,6 +567,8 @@ static sharc_status_t ib_setup(struct sharc_comm *comm) {
     st->fifo <<= 1;
   st->chunk = SHARC_MIN(st->fifo / 4, (size_t)1 << 20);
   st->zcopy_min = (size_t)zc;
+  snprintf(st->gdr_mode, sizeof st->gdr_mode, "%s", gdr);
+  st->gdr_peermem = ib_peermem_loaded("");
   st->efd = -1;
   pthread_mutex_init(&st->lock, NULL);
   pthread_mutex_init(&st->reg_lock, NULL);
@@ -450,7 +593,9 @@ static sharc_status_t ib_setup(struct sharc_comm *comm) {
   ib_reg_ops_t rops = {reg_user, dereg_user, alive_user, st->dev.pd};
   st->pairs =
       calloc((size_t)comm->nranks * (size_t)st->nchan, sizeof *st->pairs);
-  if (!st->pairs || ib_regcache_init(&st->reg, IB_REG_CACHE, &rops)) {
+  ib_reg_ops_t dops = {reg_dev, dereg_user, alive_dev, st};
+  if (!st->pairs || ib_regcache_init(&st->reg, IB_REG_CACHE, &rops) ||
+      ib_regcache_init(&st->dreg, IB_REG_CACHE, &dops)) {
     s = comm_error(comm, SHARC_ERR_NO_MEM, "ib: out of memory for %d peers",
                    comm->nranks);
     goto fail;
@@ -466,7 +611,7 @@ static sharc_status_t ib_setup(struct sharc_comm *comm) {
     goto fail;
   }
   st->thread_started = 1;
-  gpu_note();
+  gpu_note(st);
   char g[64];
   INFO(SUB_NET,
        "ib: %s port %d (%s, %s %s, MTU %d, %.0f Gb/s; %d usable port(s)), "
@@ -618,6 +763,9 @@ sharc_status_t ib_stats(struct sharc_comm *comm, ib_stats_t *out) {
   out->want_msgs = atomic_load(&st->n_want);
   out->wake_msgs = atomic_load(&st->n_wake);
   out->credit_writes = atomic_load(&st->n_credit);
+  out->gdr_sends = atomic_load(&st->n_gdr_sends);
+  out->gdr_dmabuf_regs = atomic_load(&st->n_gdr_dmabuf);
+  out->gdr_peermem_regs = atomic_load(&st->n_gdr_peermem);
   return SHARC_OK;
 }
 
@@ -639,6 +787,7 @@ const transport_t transport_ib = {
     .check = ib_check,
     .notify_abort = ib_notify_abort,
     .teardown = ib_teardown,
+    .device_send = ib_device_send,
 };
 
 #endif /* SHARC_HAVE_IBVERBS */

@@ -45,6 +45,9 @@ typedef struct {
   int port, gid_index, nqp;
   uint64_t reg_hits, reg_misses, reg_evictions; /* registration cache */
   uint64_t zcopy_sends, want_msgs, wake_msgs, credit_writes;
+  /* GPUDirect RDMA: sends straight from device memory, and the device
+   * regions registered through each method */
+  uint64_t gdr_sends, gdr_dmabuf_regs, gdr_peermem_regs;
 } ib_stats_t;
 
 /* SHARC_ERR_INVALID_ARG when comm has no ib state. */

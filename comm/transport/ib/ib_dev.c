@@ -250,6 +250,51 @@ int ib_peermem_loaded(const char *root) {
   return 0;
 }
 
+int ib_gdr_plan(const char *mode, int has_dmabuf, const char *dmabuf_why,
+                int peermem, int out[2], char *why, size_t why_len) {
+  const char *dw = dmabuf_why && dmabuf_why[0] ? dmabuf_why : "none exported";
+  why[0] = '\0';
+  if (!strcmp(mode, "off")) {
+    snprintf(why, why_len, "SHARC_IB_GDR=off");
+    return 0;
+  }
+  if (!strcmp(mode, "dmabuf")) {
+    if (has_dmabuf) {
+      out[0] = IB_GDR_DMABUF;
+      return 1;
+    }
+    snprintf(why, why_len,
+             "SHARC_IB_GDR=dmabuf, but the region has no dma-buf: %s", dw);
+    return 0;
+  }
+  if (!strcmp(mode, "peermem")) {
+    out[0] = IB_GDR_PEERMEM;
+    return 1;
+  }
+  if (strcmp(mode, "auto")) {
+    snprintf(why, why_len, "SHARC_IB_GDR=%s: use auto, dmabuf, peermem or off",
+             mode);
+    return -1;
+  }
+  int n = 0;
+  if (has_dmabuf)
+    out[n++] = IB_GDR_DMABUF;
+  if (peermem)
+    out[n++] = IB_GDR_PEERMEM;
+  if (n == 0)
+    snprintf(why, why_len,
+             "no dma-buf (%s) and nvidia-peermem is not loaded "
+             "(modprobe nvidia-peermem)",
+             dw);
+  return n;
+}
+
+const char *ib_gdr_name(int method) {
+  return method == IB_GDR_DMABUF    ? "dma-buf"
+         : method == IB_GDR_PEERMEM ? "nvidia-peermem"
+                                    : "none";
+}
+
 /* ---- opening the device (verbs) ------------------------------------------ */
 
 #ifdef SHARC_HAVE_IBVERBS

@@ -87,6 +87,24 @@ int ib_gid_is_v4(const uint8_t raw[16]);
  * ("" for this machine; tests pass a fake /sys tree). */
 int ib_peermem_loaded(const char *root);
 
+/* ---- GPUDirect RDMA: how device memory is registered (ib_dev.c, pure) ---
+ * A send straight from device memory needs the NIC to reach the GPU's
+ * pages: either a dma-buf that CUDA exported for them, imported with
+ * ibv_reg_dmabuf_mr (kernel 5.12+, rdma-core 34+, the open GPU modules), or
+ * ibv_reg_mr on the device pointer itself, which only works while the
+ * nvidia-peermem module is loaded. */
+enum { IB_GDR_NONE = 0, IB_GDR_DMABUF = 1, IB_GDR_PEERMEM = 2 };
+
+/* The methods to try, in order, into out[0..1]; returns how many (0: the
+ * memory must be staged, the reason in why). mode is SHARC_IB_GDR: auto
+ * tries the region's dma-buf (has_dmabuf) and then nvidia-peermem if
+ * peermem (loaded); dmabuf and peermem only that one, peermem whether or
+ * not the module shows; off none. -1 with why for any other mode. */
+int ib_gdr_plan(const char *mode, int has_dmabuf, const char *dmabuf_why,
+                int peermem, int out[2], char *why, size_t why_len);
+/* "dma-buf", "nvidia-peermem" or "none". */
+const char *ib_gdr_name(int method);
+
 #ifdef SHARC_HAVE_IBVERBS
 #include <infiniband/verbs.h>
 

@@ -98,7 +98,8 @@ typedef struct ib_pair {
     uint64_t start, data_end, end; /* stream offsets of the send */
     const uint8_t *src;
     ib_reg_entry_t *reg;
-  } zc; /* (L) a send straight from the user's registered buffer */
+    int dev; /* reg is in ib_state.dreg: device memory (GPUDirect RDMA) */
+  } zc;      /* (L) a send straight from the user's registered buffer */
 
   /* rx: peer -> this rank */
   _Alignas(64) _Atomic uint64_t rx_head; /* progress thread: arrived */
@@ -127,8 +128,12 @@ struct ib_state {
   pthread_mutex_t lock; /* pairs[] */
   ib_pair_t **pairs;    /* [nranks * nchan] */
   pthread_mutex_t reg_lock;
-  ib_regcache_t reg;
+  ib_regcache_t reg;  /* host regions */
+  ib_regcache_t dreg; /* device regions (GPUDirect RDMA), under reg_lock */
+  char gdr_mode[16];  /* SHARC_IB_GDR */
+  int gdr_peermem;    /* nvidia-peermem is loaded */
   _Atomic uint64_t n_zcopy, n_want, n_wake, n_credit;
+  _Atomic uint64_t n_gdr_sends, n_gdr_dmabuf, n_gdr_peermem;
 };
 
 /* wr_id of every work request: what it was, on which QP. */

@@ -31,6 +31,15 @@
  * overlap. The kernels read pinned host memory directly (mapped through
  * unified addressing: each byte crosses PCIe once each way, as the copies
  * would), and reduce-scatter's kernel writes a device recvbuf directly.
+ *
+ * The all-to-all is a pairwise exchange built here (sr_exchange), each
+ * slice sent at its own length (no padding on the wire), and the own slice
+ * stays in A where the kernel reads it. GPUDirect RDMA: a peer whose
+ * transport can send device memory straight (transport_device_send: ib
+ * with a dma-buf or nvidia-peermem, for a device sendbuf registered with
+ * sharc_mem_register) is sent its slices from the sendbuf itself, and
+ * those slices are not copied to A at all; the others go from A as before.
+ * Which source a rank uses is its own business: the wire is the same.
  */
 #include "gpu_impl.h"
 
@@ -55,7 +64,9 @@ sharc_status_t sr_check_env(const char *fn) {
 
 #include <stdatomic.h>
 
-#include "device.h" /* kernels/ */
+#include "device.h"   /* kernels/ */
+#include "registry.h" /* transport_device_send */
+#include "schedule.h"
 
 #define SR_MAX_CHUNKS 32
 /* auto reduces on the GPU from this call size (smaller calls are latency:
@@ -76,6 +87,8 @@ typedef struct {
   cudaEvent_t e1[SR_MAX_CHUNKS]; /* [0]: the dev_work_t's (the binding's) */
   cudaEvent_t e2[SR_MAX_CHUNKS];
   uint32_t seq_a, seq_g; /* release seq_a + j: chunk j's all-to-all ran */
+  unsigned char *gdr;    /* [n]: peer p is sent straight from the sendbuf */
+  int ngdr;
   sharc_status_t err;
   char msg[192];
 } sr_t;
@@ -123,6 +136,7 @@ static void sr_free(sr_t *s) {
   for (size_t j = 0; j < s->k; j++)
     if (s->e2[j])
       gs_put_event(s->ds, s->e2[j]);
+  free(s->gdr);
   free(s);
 }
 
@@ -171,6 +185,51 @@ static void sr_host_copy(const sr_t *s, const coll_call_t *call,
     memcpy(slot, user + at, len);
 }
 
+/* Slice [off, off + len) of buffer b to or from peer, cut over the
+ * channels when large (both sides cut alike: they agree on len). */
+static void sr_xfer(sched_t *x, int send, int peer, sched_buf_t b, size_t off,
+                    size_t len) {
+  int nc = len >= ((size_t)256 << 10) ? x->nchan : 1;
+  for (int c = 0; c < nc; c++) {
+    size_t a = len * (size_t)c / (size_t)nc;
+    size_t e = len * (size_t)(c + 1) / (size_t)nc;
+    if (e == a)
+      continue;
+    if (send)
+      sched_send(x, peer, c, b, off + a, e - a);
+    else
+      sched_recv(x, peer, c, b, off + a, e - a);
+  }
+}
+
+/* Chunk j's all-to-all as a pairwise exchange over the host transports,
+ * in bytes: SEND is the user's sendbuf, RECV the staging (A, B). Round k
+ * sends to rank r + k and receives from rank r - k; each slice goes at its
+ * length. A peer in s->gdr gets its slice from the sendbuf (device memory,
+ * GPUDirect RDMA), the others from A. */
+static sharc_status_t sr_exchange(const sr_t *s, const coll_call_t *call,
+                                  size_t j, sched_t *x) {
+  int n = s->comm->nranks, r = s->comm->rank;
+  size_t slice = (size_t)n * s->ck, esize = sharc_dtype_size(call->dtype);
+  size_t b0 = s->k * slice; /* B's offset in the staging */
+  x->nchan = SHARC_MAX(s->comm->nchan, 1);
+  size_t in = slice_len(call, s->mb, s->ce, r, j) * esize;
+  for (int k = 1; k < n; k++) {
+    int to = (r + k) % n, from = (r - k + n) % n;
+    size_t out = slice_len(call, s->mb, s->ce, to, j) * esize;
+    sched_round(x);
+    if (out && s->gdr && s->gdr[to])
+      sr_xfer(x, 1, to, SCHED_BUF_SEND,
+              ((size_t)to * s->mb + j * s->ce) * esize, out);
+    else if (out)
+      sr_xfer(x, 1, to, SCHED_BUF_RECV, j * slice + (size_t)to * s->ck, out);
+    if (in)
+      sr_xfer(x, 0, from, SCHED_BUF_RECV, b0 + j * slice + (size_t)from * s->ck,
+              in);
+  }
+  return sched_finish(x);
+}
+
 /* Worker, in the call's turn: the host steps between the device steps. */
 static sharc_status_t sr_run(coll_call_t *call, call_host_fn host) {
   sr_t *s = call->path_arg;
@@ -186,11 +245,20 @@ static sharc_status_t sr_run(coll_call_t *call, call_host_fn host) {
     for (int p = 0; !s->sdev && p < n; p++) /* a host sendbuf */
       sr_host_copy(s, call, call->sendbuf, s->a + j * slice + (size_t)p * s->ck,
                    p, j, 0);
+    sched_t x;
+    sched_init(&x);
+    st = sr_exchange(s, call, j, &x);
+    if (st != SHARC_OK)
+      st = comm_record(s->comm, st, "%s: %s", sched_coll_fn(call->coll),
+                       err_last());
     sub.coll = SCHED_ALL_TO_ALL;
-    sub.sendbuf = s->a + j * slice;
-    sub.recvbuf = s->b + j * slice;
+    sub.sendbuf = call->sendbuf;
+    sub.recvbuf = s->a;
     sub.count = s->ck;
-    if ((st = sr_fail_comm(s->comm, host(&sub, NULL, NULL))) == SHARC_OK)
+    if (st == SHARC_OK)
+      st = host(&sub, &x, NULL);
+    sched_free(&x);
+    if ((st = sr_fail_comm(s->comm, st)) == SHARC_OK)
       gs_release_to(s->ds, s->seq_a + (uint32_t)j);
   }
   for (size_t j = 0; !s->all_reduce && !s->rdev && j < s->k && st == SHARC_OK;
@@ -257,7 +325,8 @@ static sharc_status_t sr_kernel(sr_t *s, const coll_call_t *call, size_t j,
   const void **src = n <= 64 ? stack : malloc((size_t)n * sizeof *src);
   if (!src)
     return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
-  for (int i = 0; i < n; i++)
+  src[0] = s->a + j * slice + (size_t)r * s->ck; /* the own slice stays */
+  for (int i = 1; i < n; i++)
     src[i] = s->b + j * slice + (size_t)((r + i) % n) * s->ck;
   cudaError_t e = (cudaError_t)kernel_dev_reduce_n(
       call->dtype, call->op, dst, src, n, slice_len(call, s->mb, s->ce, r, j),
@@ -347,13 +416,34 @@ sharc_status_t sr_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w,
   s->g = s->b + k * slice;
   const uint8_t *send = call->sendbuf;
   sharc_status_t st = SHARC_OK;
+  /* GPUDirect RDMA: which peers take their blocks straight from a device
+   * sendbuf (asked once per call; the transport caches registrations) */
+  char why[400] = "";
+  int first_no = -1;
+  if (sdev && n > 1 && !(s->gdr = calloc((size_t)n, 1))) {
+    sr_free(s);
+    return err_set(SHARC_ERR_NO_MEM, "%s on a CUDA stream: out of memory", fn);
+  }
+  for (int p = 0; sdev && p < n; p++) {
+    size_t len = block_len(call, mb, p) * esize;
+    if (p == comm->rank || !len)
+      continue;
+    char w[400];
+    s->gdr[p] = (unsigned char)transport_device_send(
+        comm, p, send + (size_t)p * mb * esize, len, w, sizeof w);
+    s->ngdr += s->gdr[p];
+    if (!s->gdr[p] && first_no < 0) {
+      first_no = p;
+      snprintf(why, sizeof why, "%s", w);
+    }
+  }
   /* the send data, chunk by chunk (from the device; a host sendbuf the
    * worker copies), each followed by its event */
   for (size_t j = 0; j < k && st == SHARC_OK; j++) {
     cudaError_t e = cudaSuccess;
     for (int p = 0; sdev && p < n && e == cudaSuccess; p++) {
       size_t len = slice_len(call, mb, ce, p, j);
-      if (len)
+      if (len && !s->gdr[p]) /* a GPUDirect peer reads the sendbuf itself */
         e = cudaMemcpyAsync(s->a + j * slice + (size_t)p * ck,
                             send + ((size_t)p * mb + j * ce) * esize,
                             len * esize, cudaMemcpyDefault, ds->cs);
@@ -396,8 +486,10 @@ sharc_status_t sr_stage(dev_stream_t *ds, coll_call_t *call, dev_work_t *w,
   }
   TRACE(SUB_CUDA,
         "%s #%u: reduced on the GPU, %zu chunks of %zu bytes per block, %zu "
-        "bytes staged",
-        fn, w->seq, k, ce * esize, need);
+        "bytes staged; %d of %d peers sent straight from the device "
+        "(GPUDirect RDMA)%s%s",
+        fn, w->seq, k, ce * esize, need, s->ngdr, n - 1,
+        first_no >= 0 ? "; the others staged: " : "", why);
   return st;
 }
 

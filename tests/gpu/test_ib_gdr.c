@@ -19,12 +19,23 @@
  *     why; SHARC_IB_GDR=off: no; memory never registered with sharc: no;
  *     SHARC_IB_GDR=bogus: setup fails naming the setting.
  * After each case the mock's protocol checks are clean and nothing is left.
+ *
+ * Then the GPU path that uses it, end to end: two ranks (threads of this
+ * process, each its own communicator over ib everywhere) run the staged
+ * path's reduce-scatter and all-reduce with the reduction on the GPU
+ * (SHARC_CUDA_STAGED_REDUCE=gpu) on device buffers: with the sendbuf
+ * registered, the peer's slices go straight from it (the ib counters show
+ * the GPUDirect sends) and the results are exact; unregistered, they are
+ * staged, with the same results.
  * Without a CUDA device the test exits 77.
  */
 #include <cuda_runtime.h>
 
+#include <pthread.h>
+
 #include "ib.h"
 #include "mem.h"
+#include "sharc.h"
 #include "unit/expect.h"
 #include "unit/mock_verbs.h"
 #include "unit/transport_contract.h"
@@ -272,6 +283,163 @@ static void test_choices(void) {
   mock_clean("a bad SHARC_IB_GDR");
 }
 
+/* ---- the staged path's GPU reduction over GPUDirect RDMA ---------------- */
+
+#define NR 2
+#define CNT ((size_t)300007) /* reduce-scatter's per-rank count; odd */
+
+typedef struct {
+  int rank, ndev, reg;
+  sharc_unique_id_t id;
+  int ok;
+  uint64_t gdr_sends, dmabuf_regs;
+  char err[300];
+} rank_t;
+
+/* Every value an integer below 2^24: exact sums in f32 in any order. */
+static float val(int r, size_t i) {
+  return (float)((i * 7 + (size_t)r) % 4096);
+}
+
+static void *rank_main(void *arg) {
+  rank_t *a = arg;
+  int r = a->rank;
+  size_t n = NR * CNT;
+  float *h = malloc(n * sizeof *h), *got = malloc(n * sizeof *got);
+  float *send = NULL, *rs = NULL, *ar = NULL;
+  sharc_comm_t comm = NULL;
+  sharc_stream_t st = NULL;
+  cudaStream_t cs = NULL;
+  snprintf(a->err, sizeof a->err, "setup");
+  cudaSetDevice(r % a->ndev);
+  if (sharc_comm_init_rank(&comm, NR, &a->id, r) != SHARC_OK) {
+    snprintf(a->err, sizeof a->err, "init: %s", sharc_last_error());
+    goto out;
+  }
+  /* Non-blocking, and every copy on it: both ranks share this process's
+   * legacy stream, which would wait for the other rank's stream while it
+   * waits inside a collective for this rank. */
+  if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess ||
+      sharc_stream_create_cuda(&st, cs) != SHARC_OK ||
+      cudaMalloc((void **)&send, n * sizeof *send) != cudaSuccess ||
+      cudaMalloc((void **)&rs, CNT * sizeof *rs) != cudaSuccess ||
+      cudaMalloc((void **)&ar, n * sizeof *ar) != cudaSuccess) {
+    snprintf(a->err, sizeof a->err, "streams or memory: %s",
+             sharc_last_error());
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++)
+    h[i] = val(r, i);
+  cudaMemcpyAsync(send, h, n * sizeof *h, cudaMemcpyHostToDevice, cs);
+  cudaStreamSynchronize(cs);
+  if (a->reg && sharc_mem_register(send, n * sizeof *send) != SHARC_OK) {
+    snprintf(a->err, sizeof a->err, "register: %s", sharc_last_error());
+    goto out;
+  }
+  for (int round = 0; round < 2; round++) {
+    if (sharc_reduce_scatter(send, rs, CNT, SHARC_F32, SHARC_SUM, comm, st) !=
+            SHARC_OK ||
+        sharc_all_reduce(send, ar, n, SHARC_F32, SHARC_SUM, comm, st) !=
+            SHARC_OK ||
+        sharc_stream_synchronize(st) != SHARC_OK) {
+      snprintf(a->err, sizeof a->err, "round %d: %s", round,
+               sharc_last_error());
+      goto out;
+    }
+    cudaMemcpyAsync(got, rs, CNT * sizeof *got, cudaMemcpyDeviceToHost, cs);
+    cudaStreamSynchronize(cs);
+    for (size_t i = 0; i < CNT; i++) {
+      size_t at = (size_t)r * CNT + i;
+      float want = val(0, at) + val(1, at);
+      if (got[i] != want) {
+        snprintf(a->err, sizeof a->err,
+                 "round %d: reduce-scatter element %zu is %g, not %g", round, i,
+                 (double)got[i], (double)want);
+        goto out;
+      }
+    }
+    cudaMemcpyAsync(got, ar, n * sizeof *got, cudaMemcpyDeviceToHost, cs);
+    cudaStreamSynchronize(cs);
+    for (size_t i = 0; i < n; i++)
+      if (got[i] != val(0, i) + val(1, i)) {
+        snprintf(a->err, sizeof a->err,
+                 "round %d: all-reduce element %zu is %g, not %g", round, i,
+                 (double)got[i], (double)(val(0, i) + val(1, i)));
+        goto out;
+      }
+  }
+  ib_stats_t is;
+  if (ib_stats(comm, &is) != SHARC_OK) {
+    snprintf(a->err, sizeof a->err, "the communicator has no ib state");
+    goto out;
+  }
+  a->gdr_sends = is.gdr_sends;
+  a->dmabuf_regs = is.gdr_dmabuf_regs;
+  a->ok = 1;
+out:
+  if (a->reg && send)
+    sharc_mem_deregister(send);
+  if (st)
+    sharc_stream_destroy(st);
+  if (comm)
+    sharc_comm_destroy(comm);
+  cudaFree(send);
+  cudaFree(rs);
+  cudaFree(ar);
+  if (cs)
+    cudaStreamDestroy(cs);
+  free(h);
+  free(got);
+  return NULL;
+}
+
+static void run_ranks(int ndev, int reg, rank_t *a) {
+  sharc_unique_id_t id;
+  EXPECT(sharc_get_unique_id(&id) == SHARC_OK, "%s", sharc_last_error());
+  pthread_t th[NR];
+  for (int r = 0; r < NR; r++) {
+    a[r] = (rank_t){.rank = r, .ndev = ndev, .reg = reg, .id = id};
+    pthread_create(&th[r], NULL, rank_main, &a[r]);
+  }
+  for (int r = 0; r < NR; r++)
+    pthread_join(th[r], NULL);
+  for (int r = 0; r < NR; r++)
+    EXPECT(a[r].ok, "%s sendbuf, rank %d: %s",
+           reg ? "registered" : "unregistered", r, a[r].err);
+}
+
+static void test_collectives(int ndev) {
+  setenv("SHARC_TRANSPORT", "ib", 1);
+  setenv("SHARC_CUDA_PATH", "staged", 1);
+  setenv("SHARC_CUDA_STAGED_REDUCE", "gpu", 1);
+  setenv("SHARC_CUDA_PIPE_BYTES", "262144", 1); /* several chunks */
+  mock_set_gdr(1, 0, is_device);
+  rank_t a[NR];
+  run_ranks(ndev, 1, a);
+  for (int r = 0; r < NR; r++)
+    EXPECT(a[r].gdr_sends >= 4 && a[r].dmabuf_regs == 1,
+           "registered: rank %d sent %llu times straight from the GPU "
+           "(%llu dma-buf registrations); 2 rounds of 2 collectives in "
+           "several chunks send at least 4",
+           r, (unsigned long long)a[r].gdr_sends,
+           (unsigned long long)a[r].dmabuf_regs);
+  printf("test_ib_gdr: staged GPU reduction, registered sendbuf: %llu and "
+         "%llu sends from device memory\n",
+         (unsigned long long)a[0].gdr_sends,
+         (unsigned long long)a[1].gdr_sends);
+  mock_clean("collectives with GPUDirect sends");
+  run_ranks(ndev, 0, a);
+  for (int r = 0; r < NR; r++)
+    EXPECT(a[r].gdr_sends == 0,
+           "unregistered: rank %d sent %llu times from device memory", r,
+           (unsigned long long)a[r].gdr_sends);
+  mock_clean("collectives staged");
+  unsetenv("SHARC_TRANSPORT");
+  unsetenv("SHARC_CUDA_PATH");
+  unsetenv("SHARC_CUDA_STAGED_REDUCE");
+  unsetenv("SHARC_CUDA_PIPE_BYTES");
+}
+
 int main(void) {
   int ndev = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -298,6 +466,7 @@ int main(void) {
          "cudaMemcpy");
   test_dmabuf();
   test_choices();
+  test_collectives(ndev);
   cudaFree(dbuf);
   free(host);
   printf("test_ib_gdr: %d passed, %d failed (%.1f s)\n", passed, failed,

@@ -63,7 +63,8 @@ foreach(map aabb aaabbb abaa abab)
 endforeach()
 
 # Device memory across hosts (label gpu too): the coll_check sweep on
-# device buffers over 2 hosts x 2 ranks and interleaved, where the default
+# device buffers over 2 hosts x 2 ranks and interleaved, 1 + 1 and 2 + 1
+# ranks, where the default
 # SHARC_CUDA_PATH=auto takes the staged path (ranks on more than one host;
 # the device data staged through pinned host memory and carried by tcp
 # between hosts, shm within one). Skips (77) without root or a CUDA device.
@@ -73,6 +74,12 @@ if(SHARC_HAVE_CUDA)
                      $<TARGET_FILE:coll_check> --mem cuda --quick)
     set_property(TEST gpu.hosts.${map} APPEND PROPERTY LABELS gpu)
   endforeach()
+  # one rank per host at 2 ranks, with the larger sweep (every collective
+  # at 1048579 elements in the representative dtypes), and 2 + 1 at 3 ranks
+  sharc_hosts_test(gpu.hosts.ab ab "" $<TARGET_FILE:coll_check> --mem cuda)
+  sharc_hosts_test(gpu.hosts.aab aab "" $<TARGET_FILE:coll_check> --mem cuda
+                   --quick)
+  set_property(TEST gpu.hosts.ab gpu.hosts.aab APPEND PROPERTY LABELS gpu)
   # across hosts the staged path reduces on the GPU by default; the host
   # reduction (SHARC_CUDA_STAGED_REDUCE=host) as well
   sharc_hosts_test(gpu.hosts.aabb.hostred aabb "SHARC_CUDA_STAGED_REDUCE=host"

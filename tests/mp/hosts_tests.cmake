@@ -76,7 +76,8 @@ if(SHARC_HAVE_CUDA)
   endforeach()
   # one rank per host at 2 ranks, with the larger sweep (every collective
   # at 1048579 elements in the representative dtypes), and 2 + 1 at 3 ranks
-  sharc_hosts_test(gpu.hosts.ab ab "" $<TARGET_FILE:coll_check> --mem cuda)
+  sharc_hosts_test(gpu.hosts.ab ab "" $<TARGET_FILE:coll_check> --mem cuda
+                   --full)
   sharc_hosts_test(gpu.hosts.aab aab "" $<TARGET_FILE:coll_check> --mem cuda
                    --quick)
   set_property(TEST gpu.hosts.ab gpu.hosts.aab APPEND PROPERTY LABELS gpu)

@@ -240,6 +240,17 @@ PY
   train hsave 2 "$@" --steps 10 --save "$W/hck" &&
     train dload 2 "$@" --device cuda --load "$W/hck" &&
     same ref dload --steps 11:20
+  # bf16 gathers and compute copies on the device: as on the host
+  reference refbf 1 "$@" --mp bf16 &&
+    train dev_bf16 2 "$@" --device cuda --mp bf16 && same refbf dev_bf16 &&
+    python3 - "$W/dev_bf16.jsonl" <<'PY' || fails=$((fails + 1))
+import json, sys
+l = [json.loads(x)["loss"] for x in open(sys.argv[1]) if '"step"' in x]
+first, last = sum(l[:5]) / 5, sum(l[-5:]) / 5
+print(f"bf16 on the device: loss {first:.3f} (first 5 steps) -> {last:.3f} "
+      f"(last 5)")
+sys.exit(0 if last < 0.9 * first else 1)
+PY
   [ "$QUICK" = --quick ] && return
   # micro-batches and recomputed activations; clipping by the device's
   # gradient norm with SGD momentum (the norm's partial sums and the SGD
@@ -253,17 +264,6 @@ PY
   # changes nothing there either
   train dev_clip_off 2 "$@" --device cuda --offload "${clip[@]}" &&
     exact dev_clip dev_clip_off
-  # bf16 gathers and compute copies on the device: as on the host
-  reference refbf 1 "$@" --mp bf16 &&
-    train dev_bf16 2 "$@" --device cuda --mp bf16 && same refbf dev_bf16 &&
-    python3 - "$W/dev_bf16.jsonl" <<'PY' || fails=$((fails + 1))
-import json, sys
-l = [json.loads(x)["loss"] for x in open(sys.argv[1]) if '"step"' in x]
-first, last = sum(l[:5]) / 5, sum(l[-5:]) / 5
-print(f"bf16 on the device: loss {first:.3f} (first 5 steps) -> {last:.3f} "
-      f"(last 5)")
-sys.exit(0 if last < 0.9 * first else 1)
-PY
 }
 
 parity() { # parity MODEL_ARGS...

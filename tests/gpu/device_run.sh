@@ -258,6 +258,24 @@ if want bench && [ "${SHARC_GPU_BENCH:-1}" != 0 ]; then
       "$run" -n "$n" --timeout 110 "$bench" "${bargs[@]}" -R 1 \
       -J "$logs/bench_direct_reg_n$n.json"
   done
+  # GPUDirect RDMA across an RDMA NIC (issue 26, item 2): the staged GPU
+  # reduction over ib with registered device buffers, which sends each
+  # peer's slices straight from the GPU where the NIC can reach it (its
+  # TRACE lines say how many peers; the NET lines which registration, or
+  # why none). On softcuda the software HCA covers it (gpu.ib.gdr).
+  if [ "$soft" = 1 ]; then
+    note "gdr        not run: SOFTCUDA=1 (no RDMA NIC; gpu.ib.gdr covers GPUDirect RDMA on the software HCA)"
+  elif ! ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
+    note "gdr        not run: no RDMA device (/sys/class/infiniband is empty)"
+  else
+    optional bench_gdr_n2 env SHARC_TRANSPORT=ib SHARC_CUDA_PATH=staged \
+      SHARC_CUDA_STAGED_REDUCE=gpu SHARC_DEBUG=TRACE \
+      SHARC_DEBUG_SUBSYS=CUDA,NET timeout 120 "$run" -n 2 --timeout 110 \
+      "$bench" reduce_scatter -b 64K -e "$pbytes" -f 4 -n 10 -w 2 -T 300 \
+      --mem cuda -R 1 -J "$logs/bench_gdr_n2.json"
+    grep -m2 "GPUDirect\|registered through\|could not register" \
+      "$logs/bench_gdr_n2.log" | tee -a "$summary"
+  fi
   # NCCL: the system's libnccl.so.2, else the one of the nvidia-nccl Python
   # package (the GPU image has NCCL only there)
   if [ "$soft" = 1 ]; then

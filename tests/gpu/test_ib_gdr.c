@@ -27,7 +27,9 @@
  * registered, the peer's slices go straight from it (the ib counters show
  * the GPUDirect sends) and the results are exact; unregistered, they are
  * staged, with the same results.
- * Without a CUDA device the test exits 77.
+ * Without a CUDA device the test exits 77, and on a real GPU too: the
+ * software HCA reads device memory with the CPU, which only softcuda's
+ * device memory allows (device_run.sh's bench_gdr step covers a real NIC).
  */
 #include <cuda_runtime.h>
 
@@ -39,6 +41,10 @@
 #include "unit/expect.h"
 #include "unit/mock_verbs.h"
 #include "unit/transport_contract.h"
+
+/* softcuda's (tests/softcuda/softcuda_mem.c); absent on a real CUDA. */
+int softcuda_dmabuf_info(int fd, uint64_t *file_off, size_t *len)
+    __attribute__((weak));
 
 static void mock_clean(const char *after) {
   mock_report_t r;
@@ -446,6 +452,12 @@ int main(void) {
   if (e != cudaSuccess || ndev == 0) {
     printf("SKIP: no CUDA device (%s)\n",
            e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return 77;
+  }
+  if (!softcuda_dmabuf_info) {
+    printf("SKIP: a real CUDA device: the software HCA would read its memory "
+           "with the CPU; with an RDMA NIC, device_run.sh's bench_gdr step "
+           "runs GPUDirect RDMA for real\n");
     return 77;
   }
   char why[300];

@@ -39,27 +39,13 @@
 #include "mem.h"
 #include "sharc.h"
 #include "unit/expect.h"
-#include "unit/mock_verbs.h"
 #include "unit/transport_contract.h"
+/* after transport_contract.h */
+#include "unit/ib_test.h"
 
 /* softcuda's (tests/softcuda/softcuda_mem.c); absent on a real CUDA. */
 int softcuda_dmabuf_info(int fd, uint64_t *file_off, size_t *len)
     __attribute__((weak));
-
-static void mock_clean(const char *after) {
-  mock_report_t r;
-  mock_report(&r);
-  EXPECT(!r.rnr && !r.sq_full && !r.cq_over && !r.mask && !r.order &&
-             !r.access && !r.psn,
-         "after %s: mock protocol checks: RNR %d, overflows %d/%d, masks %d, "
-         "order %d, accesses %d, PSN %d; first: %s",
-         after, r.rnr, r.sq_full, r.cq_over, r.mask, r.order, r.access, r.psn,
-         r.first);
-  EXPECT(!r.contexts && !r.pds && !r.mrs && !r.cqs && !r.qps && !r.channels,
-         "after %s: left %d contexts, %d PDs, %d MRs, %d CQs, %d QPs, %d "
-         "channels",
-         after, r.contexts, r.pds, r.mrs, r.cqs, r.qps, r.channels);
-}
 
 static int is_device(const void *p) {
   struct cudaPointerAttributes a;
@@ -72,34 +58,7 @@ static int is_device(const void *p) {
 
 static void setup_pair(struct sharc_comm **cs, uint64_t uid,
                        transport_conn_t **tx, transport_conn_t **rx) {
-  make_comms(cs, 2, uid, 0x47);
-  for (int r = 0; r < 2; r++)
-    EXPECT(tp->setup(cs[r]) == SHARC_OK, "%s", err_last());
-  uint64_t dl = time_ns() + 10000000000ull;
-  EXPECT(tp->connect(cs[0], 1, 0, 1, dl, tx) == SHARC_OK, "%s", err_last());
-  EXPECT(tp->connect(cs[1], 0, 0, 0, dl, rx) == SHARC_OK, "%s", err_last());
-}
-
-/* Receives `bytes` (padded to 64 in the stream) and compares with want. */
-static int recv_check(struct sharc_comm *comm, transport_conn_t *c,
-                      const uint8_t *want, size_t bytes) {
-  size_t wire = (bytes + 63) & ~(size_t)63, done = 0;
-  uint64_t end = time_ns() + 10000000000ull;
-  while (done < wire && time_ns() < end) {
-    uint32_t seen = atomic_load(&comm->wake->doorbell);
-    const void *p;
-    size_t k = SHARC_MIN(tp->recv_avail(c, &p), wire - done);
-    if (k) {
-      size_t data = done < bytes ? SHARC_MIN(k, bytes - done) : 0;
-      if (data && memcmp(p, want + done, data))
-        return 0;
-      tp->recv_release(c, k);
-      done += k;
-      continue;
-    }
-    comm_wait(comm, seen, 100000000ull);
-  }
-  return done == wire;
+  ib_setup_pair(cs, uid, 0x47, tx, rx);
 }
 
 typedef struct {
@@ -135,7 +94,7 @@ static int send_device(struct sharc_comm **cs, transport_conn_t *tx,
   sender_t s = {cs[0], tx, src, bytes, 0, 0};
   pthread_t th;
   pthread_create(&th, NULL, send_main, &s);
-  int got = recv_check(cs[1], rx, want, bytes);
+  int got = ib_recv_padded(cs[1], rx, want, bytes);
   pthread_join(th, NULL);
   EXPECT(s.begun == 1, "send_begin of %zu device bytes returned %d, not 1",
          bytes, s.begun);
@@ -191,7 +150,7 @@ static void test_dmabuf(void) {
   for (int i = 0; i < 2; i++)
     free_comm(cs[i]);
   EXPECT(sharc_mem_deregister(dbuf + OFF) == SHARC_OK, "%s", err_last());
-  mock_clean("dma-buf sends");
+  mock_check("dma-buf sends");
 }
 
 /* device_send on a fresh pair under the mock's and the environment's
@@ -227,7 +186,7 @@ static void test_choices(void) {
            why);
     printf("test_ib_gdr: without dma-buf import: %s\n", why);
   }
-  mock_clean("no dma-buf import");
+  mock_check("no dma-buf import");
 
   /* SHARC_IB_GDR=peermem: ibv_reg_mr on the device pointer */
   setenv("SHARC_IB_GDR", "peermem", 1);
@@ -237,20 +196,20 @@ static void test_choices(void) {
          "peermem: %s (%llu peermem registrations, %llu sends)", why,
          (unsigned long long)a.gdr_peermem_regs,
          (unsigned long long)a.gdr_sends);
-  mock_clean("nvidia-peermem sends");
+  mock_check("nvidia-peermem sends");
   mock_set_gdr(1, 0, is_device); /* dma-buf there, but not asked for */
   EXPECT(!ask(0x6d04, why, sizeof why, &a) && strstr(why, "Bad address"),
          "peermem refused: device_send must say no naming EFAULT; said: "
          "\"%s\"",
          why);
   printf("test_ib_gdr: SHARC_IB_GDR=peermem without nvidia-peermem: %s\n", why);
-  mock_clean("peermem refused");
+  mock_check("peermem refused");
 
   setenv("SHARC_IB_GDR", "off", 1);
   EXPECT(!ask(0x6d05, why, sizeof why, &a) && strstr(why, "SHARC_IB_GDR=off"),
          "off: said \"%s\"", why);
   unsetenv("SHARC_IB_GDR");
-  mock_clean("GDR off");
+  mock_check("GDR off");
 
   struct sharc_comm *cs[2];
   transport_conn_t *tx, *rx;
@@ -261,7 +220,7 @@ static void test_choices(void) {
   for (int i = 0; i < 2; i++)
     free_comm(cs[i]);
   EXPECT(sharc_mem_deregister(dbuf + OFF) == SHARC_OK, "%s", err_last());
-  mock_clean("unregistered memory");
+  mock_check("unregistered memory");
 
   /* CUDA exports no dma-buf for the region */
   setenv("SOFTCUDA_NO_DMABUF", "1", 1);
@@ -277,7 +236,7 @@ static void test_choices(void) {
     printf("test_ib_gdr: without a dma-buf: %s\n", why);
   }
   EXPECT(sharc_mem_deregister(dbuf + OFF) == SHARC_OK, "%s", err_last());
-  mock_clean("no dma-buf exported");
+  mock_check("no dma-buf exported");
 
   setenv("SHARC_IB_GDR", "bogus", 1);
   make_comms(cs, 1, 0x6d08, 0x48);
@@ -286,7 +245,7 @@ static void test_choices(void) {
          "SHARC_IB_GDR=bogus: setup said \"%s\"", err_last());
   free_comm(cs[0]);
   unsetenv("SHARC_IB_GDR");
-  mock_clean("a bad SHARC_IB_GDR");
+  mock_check("a bad SHARC_IB_GDR");
 }
 
 /* ---- the staged path's GPU reduction over GPUDirect RDMA ---------------- */
@@ -433,13 +392,13 @@ static void test_collectives(int ndev) {
          "%llu sends from device memory\n",
          (unsigned long long)a[0].gdr_sends,
          (unsigned long long)a[1].gdr_sends);
-  mock_clean("collectives with GPUDirect sends");
+  mock_check("collectives with GPUDirect sends");
   run_ranks(ndev, 0, a);
   for (int r = 0; r < NR; r++)
     EXPECT(a[r].gdr_sends == 0,
            "unregistered: rank %d sent %llu times from device memory", r,
            (unsigned long long)a[r].gdr_sends);
-  mock_clean("collectives staged");
+  mock_check("collectives staged");
   unsetenv("SHARC_TRANSPORT");
   unsetenv("SHARC_CUDA_PATH");
   unsetenv("SHARC_CUDA_STAGED_REDUCE");

@@ -31,36 +31,15 @@
 #include "unit/transport_contract.h"
 
 #ifdef SHARC_TEST_MOCK_VERBS
-#include "unit/mock_verbs.h"
 #define TEST_NAME "test_ib_mock"
-
-static void mock_check(const char *after) {
-  mock_report_t r;
-  mock_report(&r);
-  EXPECT(!r.rnr && !r.sq_full && !r.cq_over && !r.mask && !r.order &&
-             !r.access && !r.psn,
-         "after %s: RNR %d, queue overflows %d, CQ overflows %d, bad masks "
-         "%d, bad order %d, bad accesses %d, PSN mismatches %d; first: %s",
-         after, r.rnr, r.sq_full, r.cq_over, r.mask, r.order, r.access, r.psn,
-         r.first);
-  EXPECT(!r.contexts && !r.pds && !r.mrs && !r.cqs && !r.qps && !r.channels,
-         "after %s: left %d contexts, %d PDs, %d MRs, %d CQs, %d QPs, %d "
-         "channels",
-         after, r.contexts, r.pds, r.mrs, r.cqs, r.qps, r.channels);
-}
 #else
 #define TEST_NAME "test_ib"
-static void mock_check(const char *after) { (void)after; }
 #endif
+#include "unit/ib_test.h"
 
 static void setup_pair(struct sharc_comm **cs, uint64_t uid,
                        transport_conn_t **tx, transport_conn_t **rx) {
-  make_comms(cs, 2, uid, 0x21);
-  for (int r = 0; r < 2; r++)
-    EXPECT(tp->setup(cs[r]) == SHARC_OK, "%s", err_last());
-  uint64_t dl = time_ns() + 10000000000ull;
-  EXPECT(tp->connect(cs[0], 1, 0, 1, dl, tx) == SHARC_OK, "%s", err_last());
-  EXPECT(tp->connect(cs[1], 0, 0, 0, dl, rx) == SHARC_OK, "%s", err_last());
+  ib_setup_pair(cs, uid, 0x21, tx, rx);
 }
 
 static double cpu_now(void) {
@@ -187,27 +166,10 @@ static void test_tiny_writes(void) {
     free_comm(cs[r]);
 }
 
-/* Receives a zero-copy send of `bytes` (padded to 64 in the stream) and
- * checks the payload against buf. */
+/* Receives a zero-copy send of `bytes` and checks the payload. */
 static int recv_direct(struct sharc_comm *comm, transport_conn_t *c,
                        const uint8_t *buf, size_t bytes) {
-  size_t wire = (bytes + 63) & ~(size_t)63, done = 0;
-  uint64_t end = time_ns() + 10000000000ull;
-  while (done < wire && time_ns() < end) {
-    uint32_t seen = atomic_load(&comm->wake->doorbell);
-    const void *p;
-    size_t k = SHARC_MIN(tp->recv_avail(c, &p), wire - done);
-    if (k) {
-      size_t data = done < bytes ? SHARC_MIN(k, bytes - done) : 0;
-      if (data && memcmp(p, buf + done, data))
-        return 0;
-      tp->recv_release(c, k);
-      done += k;
-      continue;
-    }
-    comm_wait(comm, seen, 100000000ull);
-  }
-  return done == wire;
+  return ib_recv_padded(comm, c, buf, bytes);
 }
 
 static int send_direct(struct sharc_comm *comm, transport_conn_t *c,

@@ -79,9 +79,10 @@ asan_skip="^(shard\\.parity-cnn|plan\\.vs_train|mp\\.kill\\.matrix\\.(shm|tcp)\\
 # one stream, results compared after a synchronize, so no delay or
 # interleaving changes what they check) and the CNN's GPU training
 # (gpu.train.cnn: the engine's stream order is the GPT's, gpu.train.gpt,
-# which stays), and gpu.hosts.ab, the one device sweep with every case at
-# the largest count (--full, 52 s): its stream order is that of
-# gpu.hosts.aab and the other quick host sweeps, which stay. The first
+# which stays), and the two device sweeps with every case at the largest
+# count (--full, about 55 s each: gpu.hosts.ab across hosts,
+# gpu.coll.direct.full.n2 on one): their stream orders are those of the
+# other sweeps of their paths, which stay. The first
 # seed runs everything else: every collective's whole sweep (gpu.coll.*)
 # and the GPT's training, with --quick (SHARC_SHARD_QUICK=1: each strategy
 # once; the 9 rank x strategy runs of each model ran unjittered above, and
@@ -90,7 +91,7 @@ asan_skip="^(shard\\.parity-cnn|plan\\.vs_train|mp\\.kill\\.matrix\\.(shm|tcp)\\
 # examples; 99 s): the sweeps again would add 5 minutes and push CI past
 # 45 minutes.
 softcuda_tests='^(gpu\.|nccl\.|unit\.test_stream_cuda)'
-softcuda_jitter_skip='^(gpu\.test_dev_kernels|gpu\.train\.cnn|gpu\.hosts\.ab$)'
+softcuda_jitter_skip='^(gpu\.test_dev_kernels|gpu\.train\.cnn|gpu\.hosts\.ab$|gpu\.coll\.direct\.full)'
 softcuda_seeds='1 2'
 softcuda_seed2_skip='|gpu\.train\.gpt|gpu\.coll\.'
 # run_ctest LOG [ctest args]: runs ctest in $dir (-j1), adds its counts to

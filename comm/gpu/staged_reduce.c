@@ -237,6 +237,25 @@ static sharc_status_t sr_run(coll_call_t *call, call_host_fn host) {
   size_t slice = (size_t)n * s->ck, esize = sharc_dtype_size(call->dtype);
   coll_call_t sub = {.dtype = SHARC_U8, .op = SHARC_SUM, .comm = s->comm};
   sharc_status_t st = SHARC_OK;
+  /* the GPUDirect peers chosen at enqueue: their bytes must still be
+   * reachable (a sendbuf deregistered since would otherwise reach the
+   * executor, which cannot read device memory) */
+  for (int p = 0; s->gdr && p < n && st == SHARC_OK; p++) {
+    char why[400];
+    size_t len = block_len(call, s->mb, p) * esize;
+    if (s->gdr[p] && !transport_device_send(s->comm, p,
+                                            (const uint8_t *)call->sendbuf +
+                                                (size_t)p * s->mb * esize,
+                                            len, why, sizeof why))
+      st = sr_fail_comm(
+          s->comm,
+          comm_record(s->comm, SHARC_ERR_INVALID_ARG,
+                      "%s: the sendbuf's block for rank %d can no longer be "
+                      "sent from the GPU (%s); was it deregistered while the "
+                      "call was queued? Keep a sharc_mem_register'd buffer "
+                      "registered until its stream has passed the call",
+                      sched_coll_fn(call->coll), p, why));
+  }
   for (size_t j = 0; j < s->k && st == SHARC_OK; j++) {
     if (j > 0 && (st = sr_wait(s, s->e1[j],
                                "waiting for a chunk's copy to "

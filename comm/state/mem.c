@@ -8,6 +8,7 @@
  * ib); registered device memory keeps its allocation's CUDA IPC handle here
  * for the IPC path (gpu/path_ipc.c). Calls nothing above it.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static mem_region_t *mem_regions;
 static uint64_t mem_next_id = 1;
 static _Atomic uint64_t dev_epoch; /* device deregistrations */
+static _Atomic int dev_regions;    /* device regions registered now */
 
 sharc_status_t sharc_mem_alloc(void **ptr, size_t bytes) {
   if (!ptr)
@@ -128,6 +130,8 @@ sharc_status_t mem_add_region(void *ptr, size_t bytes, const mem_dev_t *dev) {
   }
   *r = (mem_region_t){mem_regions, ptr, bytes, -1, mem_next_id++, *dev};
   mem_regions = r;
+  if (dev->device >= 0)
+    atomic_fetch_add(&dev_regions, 1);
   pthread_mutex_unlock(&mem_lock);
   return SHARC_OK;
 }
@@ -141,8 +145,10 @@ sharc_status_t sharc_mem_deregister(void *ptr) {
   if (r)
     *pp = r->next;
   /* under the lock: a descriptor reads the epoch before the registry */
-  if (r && r->dev.device >= 0)
+  if (r && r->dev.device >= 0) {
     atomic_fetch_add(&dev_epoch, 1);
+    atomic_fetch_sub(&dev_regions, 1);
+  }
   pthread_mutex_unlock(&mem_lock);
   if (!r)
     return err_set(
@@ -175,6 +181,27 @@ int mem_find_device(const void *p, size_t len, mem_dev_t *out) {
 }
 
 uint64_t mem_dev_epoch(void) { return atomic_load(&dev_epoch); }
+
+int mem_have_device(void) {
+  return atomic_load_explicit(&dev_regions, memory_order_relaxed) > 0;
+}
+
+int mem_dmabuf_dup(const void *p, size_t len) {
+  uintptr_t a = (uintptr_t)p;
+  int fd = -1;
+  pthread_mutex_lock(&mem_lock);
+  for (mem_region_t *r = mem_regions; r; r = r->next) {
+    uintptr_t b = (uintptr_t)r->ptr;
+    if (r->dev.device >= 0 && a >= b && a - b <= r->bytes &&
+        len <= r->bytes - (a - b)) {
+      if (r->dev.has_dmabuf)
+        fd = fcntl(r->dev.dmabuf_fd, F_DUPFD_CLOEXEC, 0);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return fd;
+}
 
 int mem_find(const void *p, size_t len, mem_ref_t *out) {
   uintptr_t a = (uintptr_t)p;

@@ -60,6 +60,15 @@ typedef struct mem_dev {
  * region, else 0. Thread safe. */
 int mem_find_device(const void *p, size_t len, mem_dev_t *out);
 
+/* 1 while any device region is registered (one atomic load: transports ask
+ * before they look a pointer up). */
+int mem_have_device(void);
+
+/* A dup() of the dma-buf of the device region holding [p, p + len), taken
+ * under the registry's lock (so a concurrent sharc_mem_deregister cannot
+ * close it under the caller); -1 when there is none. The caller closes it. */
+int mem_dmabuf_dup(const void *p, size_t len);
+
 /* How many device regions this process has deregistered so far: a peer
  * keeps its mappings of this process's registered regions until the number
  * it sees moves. */

@@ -310,19 +310,21 @@ CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
  * cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) hands
  * out a file descriptor for a page-aligned stretch of one allocation, which
  * an RDMA driver imports (ibv_reg_dmabuf_mr) and maps page by page. Here the
- * descriptor is a new open of the allocation's memfd; the stretch's offset
- * in that file, which a real dma-buf implies (its offset 0 is dptr), is
- * kept in a table that softcuda_dmabuf_info answers from, for the test
- * HCA (tests/unit/mock_verbs.c) that stands in for the importer.
+ * descriptor is a new open of the allocation's memfd, its own open file
+ * description; the stretch's offset in that file, which a real dma-buf
+ * implies (its offset 0 is dptr), is the description's file position (so
+ * every dup of the descriptor carries it), and its length is kept in a
+ * table by (inode, offset). softcuda_dmabuf_info answers from them for the
+ * test HCA (tests/unit/mock_verbs.c) that stands in for the importer.
  * SOFTCUDA_NO_DMABUF=1 models a device or driver without dma-buf
  * (CUDA_ERROR_NOT_SUPPORTED). */
 
 #define SC_DMABUF_MAX 256
 static struct {
-  int fd;
   uint64_t ino, off;
   size_t len;
 } sc_dmabufs[SC_DMABUF_MAX];
+static int sc_dmabuf_next;
 
 int sc_dmabuf_supported(void) {
   const char *v = getenv("SOFTCUDA_NO_DMABUF");
@@ -373,17 +375,22 @@ CUresult sc_mem_get_handle_for_range(void *handle, CUdeviceptr dptr,
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
+  if (lseek(fd, (off_t)off, SEEK_SET) != (off_t)off) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   pthread_mutex_lock(&sc_state.lock);
   int slot = -1;
   for (int i = 0; i < SC_DMABUF_MAX && slot < 0; i++)
-    if (sc_dmabufs[i].len == 0 || sc_dmabufs[i].fd == fd)
+    if (sc_dmabufs[i].len == 0 ||
+        (sc_dmabufs[i].ino == ino && sc_dmabufs[i].off == off))
       slot = i;
-  if (slot < 0)
-    slot = fd % SC_DMABUF_MAX; /* full: the oldest stale entries go */
-  sc_dmabufs[slot].fd = fd;
+  if (slot < 0) /* full: the oldest entries go round-robin */
+    slot = sc_dmabuf_next++ % SC_DMABUF_MAX;
   sc_dmabufs[slot].ino = ino;
   sc_dmabufs[slot].off = off;
-  sc_dmabufs[slot].len = size;
+  if (sc_dmabufs[slot].len < size)
+    sc_dmabufs[slot].len = size;
   pthread_mutex_unlock(&sc_state.lock);
   *(int *)handle = fd;
   return CUDA_SUCCESS;
@@ -394,11 +401,12 @@ softcuda_dmabuf_info(int fd, uint64_t *file_off, size_t *len) {
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0)
     return -1;
+  off_t pos = lseek(fd, 0, SEEK_CUR);
   int found = 0;
   pthread_mutex_lock(&sc_state.lock);
-  for (int i = 0; i < SC_DMABUF_MAX && !found; i++)
-    if (sc_dmabufs[i].len && sc_dmabufs[i].fd == fd &&
-        sc_dmabufs[i].ino == (uint64_t)st.st_ino) {
+  for (int i = 0; i < SC_DMABUF_MAX && !found && pos >= 0; i++)
+    if (sc_dmabufs[i].len && sc_dmabufs[i].ino == (uint64_t)st.st_ino &&
+        sc_dmabufs[i].off == (uint64_t)pos) {
       *file_off = sc_dmabufs[i].off;
       *len = sc_dmabufs[i].len;
       found = 1;

@@ -157,13 +157,15 @@ static int ib_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   int on_dev = 0;
   if (bytes == 0 || atomic_load(&p->state) == P_FAILED)
     return 0;
-  if (mem_find_device(src, bytes, &dev)) {
+  if (mem_have_device() && mem_find_device(src, bytes, &dev)) {
     /* Device memory reaches a send only after device_send said yes: it
      * goes from the GPU whatever its size, and is never copied by the CPU.
      * Should its registration fail now (evicted and refused since), the
      * pair fails: send_space then offers nothing to copy into. */
     char why[300];
-    if (!(e = gdr_get(st, &dev, why, sizeof why))) {
+    if (c->framed_only)
+      snprintf(why, sizeof why, "a layer that must see every byte wraps it");
+    if (c->framed_only || !(e = gdr_get(st, &dev, why, sizeof why))) {
       pthread_mutex_lock(&p->lock);
       ib_pair_fail(p, SHARC_ERR_NET, -1,
                    "ib: %s: a send of %zu bytes of device memory to rank %d "
@@ -192,6 +194,11 @@ static int ib_send_begin(transport_conn_t *c, const void *src, size_t bytes) {
   }
   pthread_mutex_lock(&p->lock);
   if (p->zc.active) { /* cannot happen: ops on one FIFO run one at a time */
+    if (on_dev)       /* never handed to the CPU to copy */
+      ib_pair_fail(p, SHARC_ERR_INTERNAL, -1,
+                   "ib: a device-memory send to rank %d began while another "
+                   "send was in flight on its FIFO",
+                   p->peer);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_lock(&st->reg_lock);
     ib_regcache_put(on_dev ? &st->dreg : &st->reg, e);
@@ -405,12 +412,23 @@ static int reg_dev(void *arg, void *base, size_t len, void **handle,
   for (int i = 0; i < n; i++) {
     struct ibv_mr *mr = NULL;
     errno = 0;
-    if (plan[i] == IB_GDR_DMABUF)
-      mr = ibv_reg_dmabuf_mr(
-          st->dev.pd, (uint64_t)((uintptr_t)base - dev.dmabuf_addr), len,
-          (uint64_t)(uintptr_t)base, dev.dmabuf_fd, IBV_ACCESS_LOCAL_WRITE);
-    else
+    if (plan[i] == IB_GDR_DMABUF) {
+      /* a copy of the registry's fd: a concurrent deregistration closes
+       * the original, never this one */
+      int fd = mem_dmabuf_dup(base, len);
+      if (fd >= 0) {
+        mr = ibv_reg_dmabuf_mr(
+            st->dev.pd, (uint64_t)((uintptr_t)base - dev.dmabuf_addr), len,
+            (uint64_t)(uintptr_t)base, fd, IBV_ACCESS_LOCAL_WRITE);
+        int saved = errno;
+        close(fd); /* the MR holds the dma-buf itself */
+        errno = saved;
+      } else {
+        errno = ENOENT;
+      }
+    } else {
       mr = ibv_reg_mr(st->dev.pd, base, len, IBV_ACCESS_LOCAL_WRITE);
+    }
     if (mr) {
       *handle = mr;
       *lkey = mr->lkey;
@@ -448,6 +466,11 @@ static ib_reg_entry_t *gdr_get(struct ib_state *st, const mem_dev_t *dev,
     return NULL;
   int err = 0;
   pthread_mutex_lock(&st->reg_lock);
+  uint64_t epoch = mem_dev_epoch();
+  if (epoch != st->dreg_epoch) { /* regions deregistered: unpin theirs */
+    ib_regcache_sweep(&st->dreg);
+    st->dreg_epoch = epoch;
+  }
   ib_reg_entry_t *e = ib_regcache_get(&st->dreg, dev->region_id, dev->region,
                                       dev->region_bytes, &err);
   pthread_mutex_unlock(&st->reg_lock);

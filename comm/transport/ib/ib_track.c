@@ -95,6 +95,16 @@ static void drop(ib_regcache_t *c, ib_reg_entry_t *e) {
   c->evictions++;
 }
 
+void ib_regcache_sweep(ib_regcache_t *c) {
+  /* Regions the user has freed since: their pages are pinned for nothing. */
+  for (int i = 0; i < c->cap; i++) {
+    ib_reg_entry_t *e = &c->e[i];
+    if (e->handle && !e->inuse &&
+        !c->ops.alive(c->ops.arg, e->id, e->base, e->len))
+      drop(c, e);
+  }
+}
+
 ib_reg_entry_t *ib_regcache_get(ib_regcache_t *c, uint64_t id, void *base,
                                 size_t len, int *err) {
   c->clock++;
@@ -109,13 +119,7 @@ ib_reg_entry_t *ib_regcache_get(ib_regcache_t *c, uint64_t id, void *base,
     }
   }
   c->misses++;
-  /* Regions the user has freed since: their pages are pinned for nothing. */
-  for (int i = 0; i < c->cap; i++) {
-    ib_reg_entry_t *e = &c->e[i];
-    if (e->handle && !e->inuse &&
-        !c->ops.alive(c->ops.arg, e->id, e->base, e->len))
-      drop(c, e);
-  }
+  ib_regcache_sweep(c);
   ib_reg_entry_t *slot = NULL, *victim = NULL;
   for (int i = 0; i < c->cap && !slot; i++) {
     ib_reg_entry_t *e = &c->e[i];

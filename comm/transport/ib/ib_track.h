@@ -81,6 +81,9 @@ sharc_status_t ib_regcache_init(ib_regcache_t *c, int cap,
 ib_reg_entry_t *ib_regcache_get(ib_regcache_t *c, uint64_t id, void *base,
                                 size_t len, int *err);
 void ib_regcache_put(ib_regcache_t *c, ib_reg_entry_t *e);
+/* Deregisters the idle entries whose region is gone (ops.alive says so);
+ * a miss does it too. */
+void ib_regcache_sweep(ib_regcache_t *c);
 /* Deregisters everything (also entries in use: only at teardown). */
 void ib_regcache_free(ib_regcache_t *c);
 

@@ -128,10 +128,11 @@ struct ib_state {
   pthread_mutex_t lock; /* pairs[] */
   ib_pair_t **pairs;    /* [nranks * nchan] */
   pthread_mutex_t reg_lock;
-  ib_regcache_t reg;  /* host regions */
-  ib_regcache_t dreg; /* device regions (GPUDirect RDMA), under reg_lock */
-  char gdr_mode[16];  /* SHARC_IB_GDR */
-  int gdr_peermem;    /* nvidia-peermem is loaded */
+  ib_regcache_t reg;   /* host regions */
+  ib_regcache_t dreg;  /* device regions (GPUDirect RDMA), under reg_lock */
+  uint64_t dreg_epoch; /* mem_dev_epoch at dreg's last sweep (reg_lock) */
+  char gdr_mode[16];   /* SHARC_IB_GDR */
+  int gdr_peermem;     /* nvidia-peermem is loaded */
   _Atomic uint64_t n_zcopy, n_want, n_wake, n_credit;
   _Atomic uint64_t n_gdr_sends, n_gdr_dmabuf, n_gdr_peermem;
 };

@@ -46,7 +46,7 @@ typedef CUresult (*get_handle_fn)(void *handle, CUdeviceptr dptr, size_t size,
  * which CUDA maps whole (as NCCL registers). */
 static void export_dmabuf(const void *p, size_t bytes, mem_dev_t *out) {
   static _Atomic(get_handle_fn) fn;
-  static char fn_why[96];
+  char fn_why[96] = "";
   get_handle_fn f = atomic_load(&fn);
   if (!f) {
     f = (get_handle_fn)dev_driver_entry("cuMemGetHandleForAddressRange",

@@ -88,12 +88,13 @@ asan_skip="^(shard\\.parity-cnn|plan\\.vs_train|mp\\.kill\\.matrix\\.(shm|tcp)\\
 # once; the 9 rank x strategy runs of each model ran unjittered above, and
 # the whole set under jitter took 160 s). The second seed runs the
 # rest (training loops, killed ranks, hosts, p2p, registration, the NCCL
-# examples; 99 s): the sweeps again would add 5 minutes and push CI past
-# 45 minutes.
+# examples; 114 s): the sweeps again would add 5 minutes and push CI past
+# 45 minutes, and the staged path's GPU-reduction loop (gpu.loop.staged.*,
+# 45 s, the pass's longest) runs under the first seed only.
 softcuda_tests='^(gpu\.|nccl\.|unit\.test_stream_cuda)'
 softcuda_jitter_skip='^(gpu\.test_dev_kernels|gpu\.train\.cnn|gpu\.hosts\.ab$|gpu\.coll\.direct\.full)'
 softcuda_seeds='1 2'
-softcuda_seed2_skip='|gpu\.train\.gpt|gpu\.coll\.'
+softcuda_seed2_skip='|gpu\.train\.gpt|gpu\.coll\.|gpu\.loop\.staged'
 # run_ctest LOG [ctest args]: runs ctest in $dir (-j1), adds its counts to
 # the totals, sets status=1 on a failure.
 run_ctest() {

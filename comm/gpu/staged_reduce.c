@@ -64,9 +64,9 @@ sharc_status_t sr_check_env(const char *fn) {
 
 #include <stdatomic.h>
 
+#include "algo.h"     /* send_split, recv_split */
 #include "device.h"   /* kernels/ */
 #include "registry.h" /* transport_device_send */
-#include "schedule.h"
 
 #define SR_MAX_CHUNKS 32
 /* auto reduces on the GPU from this call size (smaller calls are latency:
@@ -186,20 +186,15 @@ static void sr_host_copy(const sr_t *s, const coll_call_t *call,
 }
 
 /* Slice [off, off + len) of buffer b to or from peer, cut over the
- * channels when large (both sides cut alike: they agree on len). */
+ * channels from 256 KiB as a send/recv batch is (p2p.c; both sides cut
+ * alike: they agree on len). */
 static void sr_xfer(sched_t *x, int send, int peer, sched_buf_t b, size_t off,
                     size_t len) {
   int nc = len >= ((size_t)256 << 10) ? x->nchan : 1;
-  for (int c = 0; c < nc; c++) {
-    size_t a = len * (size_t)c / (size_t)nc;
-    size_t e = len * (size_t)(c + 1) / (size_t)nc;
-    if (e == a)
-      continue;
-    if (send)
-      sched_send(x, peer, c, b, off + a, e - a);
-    else
-      sched_recv(x, peer, c, b, off + a, e - a);
-  }
+  if (send)
+    send_split(x, peer, nc, b, off, len);
+  else
+    recv_split(x, peer, nc, b, off, len);
 }
 
 /* Chunk j's all-to-all as a pairwise exchange over the host transports,

@@ -512,6 +512,20 @@ int ibv_dealloc_pd(struct ibv_pd *pd) {
   return 0;
 }
 
+/* Gives m (access and mapping filled in) its keys and puts it on the list. */
+static struct ibv_mr *mr_add(struct ibv_pd *pd, mmr_t *m, void *addr,
+                             size_t len) {
+  pthread_mutex_lock(&M);
+  m->mr = (struct ibv_mr){pd->context, pd, addr, len, 0, next_key, next_key};
+  next_key += 0x10;
+  m->next = mrs;
+  mrs = m;
+  ((mpd_t *)pd)->refs++;
+  R.mrs++;
+  pthread_mutex_unlock(&M);
+  return &m->mr;
+}
+
 void mock_set_gdr(int dmabuf, int peermem, int (*is_device)(const void *p)) {
   pthread_mutex_lock(&M);
   gdr_dmabuf = dmabuf;
@@ -535,16 +549,8 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
     return NULL;
   }
   mmr_t *m = calloc(1, sizeof *m);
-  pthread_mutex_lock(&M);
-  m->mr = (struct ibv_mr){pd->context, pd, addr, len, 0, next_key, next_key};
-  next_key += 0x10;
   m->access = access;
-  m->next = mrs;
-  mrs = m;
-  ((mpd_t *)pd)->refs++;
-  R.mrs++;
-  pthread_mutex_unlock(&M);
-  return &m->mr;
+  return mr_add(pd, m, addr, len);
 }
 
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
@@ -577,21 +583,14 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
   if (map == MAP_FAILED)
     return NULL;
   mmr_t *m = calloc(1, sizeof *m);
-  pthread_mutex_lock(&M);
-  m->mr = (struct ibv_mr){
-      pd->context, pd, (void *)(uintptr_t)iova, length, 0, next_key, next_key};
-  next_key += 0x10;
   m->access = access;
   m->map_base = map;
   m->map = (uint8_t *)map + lead;
   m->map_len = maplen;
-  m->next = mrs;
-  mrs = m;
-  ((mpd_t *)pd)->refs++;
-  R.mrs++;
+  pthread_mutex_lock(&M);
   R.dmabuf_mrs++;
   pthread_mutex_unlock(&M);
-  return &m->mr;
+  return mr_add(pd, m, (void *)(uintptr_t)iova, length);
 }
 
 int ibv_dereg_mr(struct ibv_mr *mr) {

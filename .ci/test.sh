@@ -77,24 +77,25 @@ asan_skip="^(shard\\.parity-cnn|plan\\.vs_train|mp\\.kill\\.matrix\\.(shm|tcp)\\
 # carry the shell's pid): seed 1's pass took 282 s instead of 597 s at -j1.
 # The jittered passes leave out the kernels' own tests (gpu.test_dev_kernels*:
 # one stream, results compared after a synchronize, so no delay or
-# interleaving changes what they check) and the CNN's GPU training
-# (gpu.train.cnn: the engine's stream order is the GPT's, gpu.train.gpt,
-# which stays), and the two device sweeps with every case at the largest
-# count (--full, about 55 s each: gpu.hosts.ab across hosts,
-# gpu.coll.direct.full.n2 on one): their stream orders are those of the
-# other sweeps of their paths, which stay. The first
+# interleaving changes what they check) and the two device sweeps with
+# every case at the largest count (--full, about 55 s each: gpu.hosts.ab
+# across hosts, gpu.coll.direct.full.n2 on one): their stream orders are
+# those of the other sweeps of their paths, which stay. The first
 # seed runs everything else: every collective's whole sweep (gpu.coll.*)
-# and the GPT's training, with --quick (SHARC_SHARD_QUICK=1: each strategy
-# once; the 9 rank x strategy runs of each model ran unjittered above, and
-# the whole set under jitter took 160 s). The second seed runs the
+# and both models' training (gpu.train.gpt, gpu.train.cnn), with --quick
+# (SHARC_SHARD_QUICK=1: each strategy once, at 1, 2 and 4 ranks, plus
+# checkpoints both ways, bf16 and offload; the 9 rank x strategy runs of
+# each model ran unjittered above, and the whole set under jitter took
+# 160 s for the GPT; the CNN's quick set takes 79 s alone, 70 s of CPU).
+# The second seed runs the
 # rest (training loops, killed ranks, hosts, p2p, registration, the NCCL
 # examples; 114 s): the sweeps again would add 5 minutes and push CI past
 # 45 minutes, and the staged path's GPU-reduction loop (gpu.loop.staged.*,
 # 45 s, the pass's longest) runs under the first seed only.
 softcuda_tests='^(gpu\.|nccl\.|unit\.test_stream_cuda)'
-softcuda_jitter_skip='^(gpu\.test_dev_kernels|gpu\.train\.cnn|gpu\.hosts\.ab$|gpu\.coll\.direct\.full)'
+softcuda_jitter_skip='^(gpu\.test_dev_kernels|gpu\.hosts\.ab$|gpu\.coll\.direct\.full)'
 softcuda_seeds='1 2'
-softcuda_seed2_skip='|gpu\.train\.gpt|gpu\.coll\.|gpu\.loop\.staged'
+softcuda_seed2_skip='|gpu\.train\.(gpt|cnn)|gpu\.coll\.|gpu\.loop\.staged'
 # run_ctest LOG [ctest args]: runs ctest in $dir (-j1), adds its counts to
 # the totals, sets status=1 on a failure.
 run_ctest() {

@@ -34,6 +34,8 @@ sharc_status_t tree_reduce_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t ring_reduce_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t direct_gather_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t direct_scatter_schedule(const sched_args_t *a, sched_t *s);
+sharc_status_t direct_broadcast_schedule(const sched_args_t *a, sched_t *s);
+sharc_status_t direct_barrier_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t direct_all_to_all_schedule(const sched_args_t *a, sched_t *s);
 sharc_status_t bruck_all_to_all_schedule(const sched_args_t *a, sched_t *s);
 

@@ -21,6 +21,14 @@
  * is what makes ring win for large messages at every rank count even where
  * the textbook terms tie (Rabenseifner on powers of two). */
 #define FAR_PENALTY 1.25
+/* A direct broadcast's root issues n-1 sends in one round: each costs it
+ * a share of a hop's latency (its own work, not a wait). On the
+ * development VM (shm) the root's call took 0.22 us with one 8-byte send
+ * and 0.28 us with three, where a hop through a forwarding rank cost
+ * 0.3 us with a core each and 4 us with two ranks per core: a send is
+ * about a tenth of a hop or less. With 1/16 the tree wins again from about
+ * 100 ranks (log2 n hops against (n-1)/16). */
+#define DIRECT_SEND_SHARE 16.0
 /* Pipelining unit assumed for chained/tree broadcast and dbtree (bytes);
  * matches the executor's default SHARC_SLICE_BYTES. */
 #define COST_CHUNK_BYTES 262144.0
@@ -116,6 +124,10 @@ double sched_cost_us(sched_algo_t algo, sched_coll_t coll, int nranks,
   case SCHED_ALGO_DIRECT:
     if (coll == SCHED_ALL_TO_ALL) /* n-1 rounds of one block each way */
       return (n - 1) * msg(B, a, bw);
+    if (coll == SCHED_BROADCAST) /* one hop; the root issues n-1 sends */
+      return a + (n - 1) * (a / DIRECT_SEND_SHARE + B / bw);
+    if (coll == SCHED_BARRIER) /* two hops; rank 0 takes and sends n-1 */
+      return 2 * a + 2 * (n - 1) * a / DIRECT_SEND_SHARE;
     return a + (n - 1) * B / bw; /* one round; the root's links: n-1 blocks */
   case SCHED_ALGO_BRUCK: {
     /* ceil(log2 n) rounds; the round of bit b moves the blocks whose

@@ -32,6 +32,8 @@ static const gen_fn generators[SCHED_ALGO_COUNT][SCHED_COLL_COUNT] = {
                          [SCHED_ALL_REDUCE] = hier_all_reduce_schedule},
     [SCHED_ALGO_DIRECT] = {[SCHED_GATHER] = direct_gather_schedule,
                            [SCHED_SCATTER] = direct_scatter_schedule,
+                           [SCHED_BROADCAST] = direct_broadcast_schedule,
+                           [SCHED_BARRIER] = direct_barrier_schedule,
                            [SCHED_ALL_TO_ALL] = direct_all_to_all_schedule},
     [SCHED_ALGO_BRUCK] = {[SCHED_ALL_TO_ALL] = bruck_all_to_all_schedule},
 };

@@ -106,9 +106,9 @@ typedef enum {
   SCHED_ALGO_HIER,   /* two levels across hosts (all-gather, reduce-scatter,
                         all-reduce): within each host, one exchange per host
                         pair, within each host again */
-  SCHED_ALGO_DIRECT, /* gather, scatter: every block straight between its
-                        rank and the root, in one round; all-to-all:
-                        pairwise exchange */
+  SCHED_ALGO_DIRECT, /* gather, scatter, broadcast: every block straight
+                        between its rank and the root, in one round;
+                        all-to-all: pairwise exchange */
   SCHED_ALGO_BRUCK,  /* all-to-all: Bruck's, ceil(log2 n) rounds of about
                         n/2 blocks each (small blocks) */
   SCHED_ALGO_COUNT

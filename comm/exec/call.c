@@ -9,6 +9,7 @@
 
 #include "cost.h"
 #include "dispatch.h"
+#include "exec.h"
 
 static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
                          size_t bytes) {
@@ -19,6 +20,13 @@ static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
   if (c->algo == COMM_ALGO_AUTO) {
     if (c->tree_max > 0)
       return bytes <= (size_t)c->tree_max ? SCHED_ALGO_TREE : SCHED_ALGO_RING;
+    /* With more ranks on a host than cores, a barrier fans in to rank 0
+     * and out from it: each rank waits once, not in each of log2 n rounds
+     * that need every rank on a core, and rank 0 leaves first, so a
+     * broadcast from it that follows finds its root running (measured at
+     * 3, 4 and 8 ranks on 2 cores: docs/benchmarks.md). */
+    if (coll == SCHED_BARRIER && comm->local_max > exec_host_cpus())
+      return SCHED_ALGO_DIRECT;
     return sched_pick_links(coll, comm->nranks, bytes, &links);
   }
   if (c->algo == COMM_ALGO_TREE_FAMILY) {

@@ -91,7 +91,7 @@ static inline void cpu_pause(void) {
  * process bound to a single CPU was most likely bound by its launcher, one
  * core per rank (mpirun --bind-to core, srun --cpu-bind): then the host's
  * online CPUs. A job squeezed onto one CPU is left to the adaptive budget. */
-static int host_cpus(void) {
+int exec_host_cpus(void) {
   static _Atomic int cached;
   int n = atomic_load_explicit(&cached, memory_order_relaxed);
   if (n > 0)
@@ -394,7 +394,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
   slice -= slice % 64;
   /* In each wait the first pause_max idle polls pause, the next ones
    * yield. */
-  int can_pause = comm->cfg.spin > 0 && comm->local_max <= host_cpus();
+  int can_pause = comm->cfg.spin > 0 && comm->local_max <= exec_host_cpus();
   int64_t pause_max = 0, spin_max = comm->cfg.spin;
   int64_t idle = 0;
   /* Progress is timed when the rank next idles: last_progress may then lag

@@ -33,4 +33,9 @@ sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
                            void *const bufs[3], sharc_dtype_t dtype,
                            sharc_op_t op, uint64_t now_ns, exec_hook_t *hook);
 
+/* Cores the ranks of this host can share (read once): the CPUs this
+ * process may run on, or the host's online CPUs where a launcher bound it
+ * to one. */
+int exec_host_cpus(void);
+
 #endif /* SHARC_EXEC_H */

@@ -162,8 +162,6 @@ static void check_plan(const pcase_t *c) {
 }
 
 static const char *const coll_name[] = {"ag", "rs", "ar", "bc"};
-static const char *const algo_name[] = {"ring", "tree", "rabenseifner",
-                                        "dbtree", "hier"};
 
 /* One schedule (algo, coll, n, rank, count, inplace) against every device
  * placement and group setting. */
@@ -184,8 +182,8 @@ static void one(sched_algo_t algo, sched_coll_t coll, int n, int rank,
   sched_t s;
   sched_init(&s);
   if (sched_build(algo, &sa, &s) != SHARC_OK) {
-    EXPECT(0, "%s %s n=%d: sched_build: %s", algo_name[algo], coll_name[coll],
-           n, err_last());
+    EXPECT(0, "%s %s n=%d: sched_build: %s",
+           sched_algo_name((sched_algo_t)algo), coll_name[coll], n, err_last());
     sched_free(&s);
     return;
   }
@@ -206,9 +204,9 @@ static void one(sched_algo_t algo, sched_coll_t coll, int n, int rank,
           snprintf(what, sizeof what,
                    "%s %s n=%d rank=%d count=%zu %s dev=%d%d min=%zu cap=%zu "
                    "avg=%d",
-                   algo_name[algo], coll_name[coll], n, rank, count,
-                   inplace ? "in-place" : "out-of-place", dev[d][0], dev[d][1],
-                   mins[m], caps[k], avg);
+                   sched_algo_name((sched_algo_t)algo), coll_name[coll], n,
+                   rank, count, inplace ? "in-place" : "out-of-place",
+                   dev[d][0], dev[d][1], mins[m], caps[k], avg);
           devpipe_t p;
           sharc_status_t st = devpipe_plan(&s, &a, &p);
           CHECK1(st == SHARC_OK, "%s: devpipe_plan: %s", what, err_last());
@@ -319,16 +317,16 @@ static void production(const int *hosts) {
             sched_t s;
             sched_init(&s);
             EXPECT(sched_build((sched_algo_t)algo, &sa, &s) == SHARC_OK,
-                   "%s %s n=%d: %s", algo_name[algo], coll_name[coll], n,
-                   err_last());
+                   "%s %s n=%d: %s", sched_algo_name((sched_algo_t)algo),
+                   coll_name[coll], n, err_last());
             devpipe_args_t a = {
                 .esize = esize, .min_group = 65536, .max_groups = 32};
             devpipe_layout((sched_coll_t)coll, rank, n, sa.root, count * esize,
                            inplace, 1, 1, &a.lay);
             char what[128];
             snprintf(what, sizeof what, "production %s %s n=%d rank=%d %s",
-                     algo_name[algo], coll_name[coll], n, rank,
-                     inplace ? "in-place" : "out-of-place");
+                     sched_algo_name((sched_algo_t)algo), coll_name[coll], n,
+                     rank, inplace ? "in-place" : "out-of-place");
             devpipe_t p;
             if (devpipe_plan(&s, &a, &p) == SHARC_OK) {
               pcase_t c = {what, &s, &a, &p, a.lay.stage_bytes};

@@ -101,6 +101,27 @@ uint64_t time_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+#ifdef CLOCK_MONOTONIC_COARSE
+#define COARSE_CLOCK CLOCK_MONOTONIC_COARSE
+#else
+#define COARSE_CLOCK CLOCK_MONOTONIC
+#endif
+
+uint64_t time_coarse_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(COARSE_CLOCK, &ts) != 0)
+    return time_ns();
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t time_coarse_res_ns(void) {
+  struct timespec ts;
+  if (clock_getres(COARSE_CLOCK, &ts) != 0)
+    return 1;
+  uint64_t r = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return r ? r : 1;
+}
+
 uint64_t timeout_ns(void) {
   int64_t s = param_int(PARAM_TIMEOUT);
   if (s <= 0)

@@ -255,6 +255,13 @@ const char *param_help(param_id_t id);
 
 /* Monotonic clock, nanoseconds. */
 uint64_t time_ns(void);
+/* The same clock as of its last tick (CLOCK_MONOTONIC_COARSE: never ahead
+ * of time_ns, behind it by up to time_coarse_res_ns), for timestamps on
+ * the small-message path: about 5 ns a read where time_ns costs 23 on the
+ * development VM. */
+uint64_t time_coarse_ns(void);
+/* Its resolution (the tick, e.g. 4 ms); 1 where the fine clock stands in. */
+uint64_t time_coarse_res_ns(void);
 /* SHARC_TIMEOUT in nanoseconds. */
 uint64_t timeout_ns(void);
 

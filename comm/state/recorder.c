@@ -42,7 +42,7 @@ rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
   SET(algo, algo);
   SET(root, root);
   SET(count, count);
-  SET(t_start_ns, time_ns());
+  SET(t_start_ns, time_coarse_ns());
   SET(t_end_ns, 0);
   SET(status, 0);
   SET(waiting_on, -1);
@@ -51,7 +51,7 @@ rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
 }
 
 void rec_end(rec_entry_t *e, int status) {
-  SET(t_end_ns, time_ns());
+  SET(t_end_ns, time_coarse_ns());
   SET(status, status);
   if (status == SHARC_OK) /* a failed call keeps whom it last waited on */
     SET(waiting_on, -1);
@@ -94,7 +94,7 @@ void rec_dump(const recorder_t *r, const char *why) {
         snprintf(on, sizeof on, ", waiting on rank %d (host %s)", w,
                  r->peers[w].host);
       WARN(SUB_COMM, "recorder: %s: running for %.3f s%s", what,
-           (double)(now - t0) / 1e9, on);
+           (double)(now - SHARC_MIN(t0, now)) / 1e9, on);
     } else {
       /* a failure dumped after the call ended (a peer's notice may come
        * in just after this rank's own timeout) still says whom it waited
@@ -104,9 +104,16 @@ void rec_dump(const recorder_t *r, const char *why) {
       if (w >= 0 && w < r->nranks && r->peers)
         snprintf(on, sizeof on, ", waiting on rank %d (host %s)", w,
                  r->peers[w].host);
-      WARN(SUB_COMM, "recorder: %s: %s after %.1f us%s%s%s", what,
-           state == REC_DONE ? "done" : "failed",
-           (double)(GET(t_end_ns) - t0) / 1e3,
+      /* the times are the coarse clock's (one read costs a fifth of the
+       * fine one's): a call shorter than its tick reads as such */
+      uint64_t took = GET(t_end_ns) - t0, res = time_coarse_res_ns();
+      char after[48];
+      if (took < res)
+        snprintf(after, sizeof after, "within %.0f ms", (double)res / 1e6);
+      else
+        snprintf(after, sizeof after, "after %.0f ms", (double)took / 1e6);
+      WARN(SUB_COMM, "recorder: %s: %s %s%s%s%s", what,
+           state == REC_DONE ? "done" : "failed", after,
            state == REC_DONE ? "" : " with ",
            state == REC_DONE ? "" : sharc_status_name(GET(status)), on);
     }

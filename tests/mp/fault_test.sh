@@ -197,7 +197,7 @@ delay-timeout)
   # be another waiter; rank 2's recorder shows where the chain ends.
   # Printed while the call runs ("running for"), or just after it ended
   # when a peer's abort notice came in right after rank 2's own timeout
-  # ("failed after ... with SHARC_ERR_TIMEOUT, waiting on"): CI saw both.
+  # ("failed after|within ... with SHARC_ERR_TIMEOUT, waiting on"): CI saw both.
   grep -Eq "^\[2\] .*recorder: #$hit all_reduce .*(running for|failed (after|within)) .*waiting on rank 1 " "$log"
   check $? "rank 2's flight recorder does not show it waiting on rank 1"
   ;;

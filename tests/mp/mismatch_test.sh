@@ -71,7 +71,7 @@ run() { # run N CASE
     local warned recorded
     warned=$(grep -c "COMM sharc_[a-z_]* #3: collective mismatch: .*(SHARC_ERR_MISMATCH)" "$log")
     check $((warned != n)) "$what: $warned of $n ranks logged the mismatch"
-    recorded=$(grep -c "recorder: #3 .*failed after .* with SHARC_ERR_MISMATCH" "$log")
+    recorded=$(grep -Ec "recorder: #3 .*failed (after|within) .* with SHARC_ERR_MISMATCH" "$log")
     check $((recorded != n)) "$what: $recorded of $n recorders show #3 failed"
   fi
   if [ "$show" -eq 1 ]; then cat "$log"; fi

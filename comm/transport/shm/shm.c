@@ -669,17 +669,30 @@ static void put_header(void *p, const shm_msg_t *m) {
 static size_t shm_recv_avail(transport_conn_t *tc, const void **ptr) {
   shm_conn_t *c = (shm_conn_t *)tc;
   uint64_t tail = atomic_load_explicit(&c->ctrl->tail, memory_order_relaxed);
+  uint64_t head = atomic_load_explicit(&c->ctrl->head, memory_order_acquire);
   size_t off = (size_t)(tail % c->cap);
   *ptr = c->data + off;
-  /* a small message at the tail shows without the head counter */
-  const _Atomic uint64_t *w = (const _Atomic uint64_t *)(c->data + off);
-  if (atomic_load_explicit(w, memory_order_acquire) == small_word(tail))
-    return sizeof(shm_msg_t);
-  uint64_t head = atomic_load_explicit(&c->ctrl->head, memory_order_acquire);
-  /* head may not show yet a small message already consumed above */
+  /* head may not show yet a small message already taken by its line
+   * (shm_recv_header) */
   if ((int64_t)(head - tail) <= 0)
     return 0;
   return SHARC_MIN((size_t)(head - tail), c->cap - off);
+}
+
+/* The next header, where one is due (the tail, 64-byte aligned): a small
+ * message shows by its own line, anything else through the head counter.
+ * Returns the bytes readable at *ptr (at least a header's when one is
+ * there). */
+static size_t shm_recv_header(transport_conn_t *tc, const void **ptr) {
+  shm_conn_t *c = (shm_conn_t *)tc;
+  uint64_t tail = atomic_load_explicit(&c->ctrl->tail, memory_order_relaxed);
+  const _Atomic uint64_t *w =
+      (const _Atomic uint64_t *)(c->data + (size_t)(tail % c->cap));
+  if (atomic_load_explicit(w, memory_order_acquire) == small_word(tail)) {
+    *ptr = (const void *)w;
+    return sizeof(shm_msg_t);
+  }
+  return shm_recv_avail(tc, ptr);
 }
 
 static void shm_recv_release(transport_conn_t *tc, size_t bytes) {
@@ -781,7 +794,7 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
                           const void **direct) {
   shm_conn_t *c = (shm_conn_t *)tc;
   const void *p;
-  if (shm_recv_avail(tc, &p) < sizeof(shm_msg_t))
+  if (shm_recv_header(tc, &p) < sizeof(shm_msg_t))
     return -1;
   shm_msg_t m;
   memcpy(&m, p, sizeof m);

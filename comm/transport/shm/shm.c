@@ -64,16 +64,7 @@ typedef struct {
  * the receiver's recv_done releases it). An 8-byte all-reduce pays half the
  * atomic operations and cache-line transfers of a header plus a payload
  * line. Not under SHARC_FAULT, whose hooks count and corrupt the bytes that
- * go through the FIFO payload path.
- *
- * An SML1 header also says where it stands: its fd field holds its FIFO
- * position in 64-byte units (mod 2^32), and the sender writes the header's
- * first 8 bytes (kind and position) last, in one release store. So the
- * receiver, which knows where the next header goes (its tail), finds a
- * small message by reading that one line, without first reading the
- * sender's head counter: one cache miss on the message's path instead of
- * two dependent ones. A stale header from an earlier lap carries another
- * position; the head counter still advances for everything else. */
+ * go through the FIFO payload path. */
 #define SHM_MSG_INLINE 0x314c4e49u /* "INL1" */
 #define SHM_MSG_DIRECT 0x31524944u /* "DIR1" */
 #define SHM_MSG_CMA 0x31414d43u    /* "CMA1": offset is the sender's address */
@@ -648,51 +639,13 @@ static void shm_send_commit(transport_conn_t *tc, size_t bytes) {
   comm_wake_word(c->other_wake);
 }
 
-/* The first 8 bytes of the SML1 header at FIFO position pos (bytes). */
-static uint64_t small_word(uint64_t pos) {
-  shm_msg_t m = {.kind = SHM_MSG_SMALL, .fd = (int32_t)(uint32_t)(pos / 64)};
-  uint64_t w;
-  memcpy(&w, &m, sizeof w);
-  return w;
-}
-
-/* Writes header m at p, its first 8 bytes last in one release store: a
- * receiver polling that word for a small message (shm_recv_avail) reads it
- * atomically, whatever kind of header comes. */
-static void put_header(void *p, const shm_msg_t *m) {
-  uint64_t w;
-  memcpy(&w, m, sizeof w);
-  memcpy((uint8_t *)p + 8, (const uint8_t *)m + 8, sizeof *m - 8);
-  atomic_store_explicit((_Atomic uint64_t *)p, w, memory_order_release);
-}
-
 static size_t shm_recv_avail(transport_conn_t *tc, const void **ptr) {
   shm_conn_t *c = (shm_conn_t *)tc;
   uint64_t tail = atomic_load_explicit(&c->ctrl->tail, memory_order_relaxed);
   uint64_t head = atomic_load_explicit(&c->ctrl->head, memory_order_acquire);
   size_t off = (size_t)(tail % c->cap);
   *ptr = c->data + off;
-  /* head may not show yet a small message already taken by its line
-   * (shm_recv_header) */
-  if ((int64_t)(head - tail) <= 0)
-    return 0;
   return SHARC_MIN((size_t)(head - tail), c->cap - off);
-}
-
-/* The next header, where one is due (the tail, 64-byte aligned): a small
- * message shows by its own line, anything else through the head counter.
- * Returns the bytes readable at *ptr (at least a header's when one is
- * there). */
-static size_t shm_recv_header(transport_conn_t *tc, const void **ptr) {
-  shm_conn_t *c = (shm_conn_t *)tc;
-  uint64_t tail = atomic_load_explicit(&c->ctrl->tail, memory_order_relaxed);
-  const _Atomic uint64_t *w =
-      (const _Atomic uint64_t *)(c->data + (size_t)(tail % c->cap));
-  if (atomic_load_explicit(w, memory_order_acquire) == small_word(tail)) {
-    *ptr = (const void *)w;
-    return sizeof(shm_msg_t);
-  }
-  return shm_recv_avail(tc, ptr);
 }
 
 static void shm_recv_release(transport_conn_t *tc, size_t bytes) {
@@ -708,11 +661,9 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   if (shm_send_space(tc, &p) < sizeof(shm_msg_t))
     return -1;
   if (bytes <= SHM_SMALL_MAX && !tc->framed_only) {
-    uint64_t pos = atomic_load_explicit(&c->ctrl->head, memory_order_relaxed);
-    shm_msg_t sm = {.kind = SHM_MSG_SMALL, .bytes = bytes};
-    memcpy(&sm, &(uint64_t){small_word(pos)}, 8); /* kind and position */
+    shm_msg_t sm = {.kind = SHM_MSG_SMALL, .fd = -1, .bytes = bytes};
     memcpy((uint8_t *)&sm + SHM_SMALL_OFF, src, bytes);
-    put_header(p, &sm); /* a receiver that sees its first word sees all */
+    memcpy(p, &sm, sizeof sm);
     shm_send_commit(tc, sizeof sm);
     return 1; /* done: send_done holds no acknowledgement back for it */
   }
@@ -740,7 +691,7 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   if (inplace)
     c->direct_posted++;
   transport_header_sent(tc->peer, &m, sizeof m, "message header");
-  put_header(p, &m);
+  memcpy(p, &m, sizeof m);
   shm_send_commit(tc, sizeof m);
   return inplace;
 }
@@ -794,7 +745,7 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
                           const void **direct) {
   shm_conn_t *c = (shm_conn_t *)tc;
   const void *p;
-  if (shm_recv_header(tc, &p) < sizeof(shm_msg_t))
+  if (shm_recv_avail(tc, &p) < sizeof(shm_msg_t))
     return -1;
   shm_msg_t m;
   memcpy(&m, p, sizeof m);

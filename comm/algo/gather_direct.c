@@ -22,11 +22,20 @@
  */
 #include "algo.h"
 
-/* gather (to_root) or scatter: the blocks between the root and the others
- * in one round; block p of the root's RECV (gather) or SEND (scatter). */
+enum { TO_ROOT, BLOCKS_FROM_ROOT, WHOLE_FROM_ROOT };
+
+/* Where rank p's part lies in the root's big buffer: block p (gather's
+ * RECV, scatter's SEND), or the whole message for every rank (broadcast). */
+static size_t part_at(int how, int p, size_t N) {
+  return how == WHOLE_FROM_ROOT ? 0 : (size_t)p * N;
+}
+
+/* gather (TO_ROOT), scatter or broadcast: N elements between the root and
+ * each other rank in one round, at part_at in the root's buffer, nearest
+ * rank after the root first; a rank's own part is a local copy. */
 static sharc_status_t direct_rooted(const sched_args_t *a, sched_t *s,
-                                    int to_root) {
-  int n = a->nranks, r = a->rank, nc = a->nchan;
+                                    int how) {
+  int n = a->nranks, r = a->rank, nc = a->nchan, to_root = how == TO_ROOT;
   size_t N = a->count;
   s->nchan = nc;
   if (N == 0)
@@ -39,46 +48,32 @@ static sharc_status_t direct_rooted(const sched_args_t *a, sched_t *s,
       recv_split(s, a->root, nc, SCHED_BUF_RECV, 0, N);
     return SHARC_OK;
   }
-  size_t own = (size_t)r * N; /* the root's block in the big buffer */
+  size_t own = part_at(how, r, N);
   if (!a->inplace)
     sched_copy(s, SCHED_BUF_SEND, to_root ? 0 : own, SCHED_BUF_RECV,
                to_root ? own : 0, N);
   for (int i = 1; i < n; i++) {
     int p = (r + i) % n;
     if (to_root)
-      recv_split(s, p, nc, SCHED_BUF_RECV, (size_t)p * N, N);
+      recv_split(s, p, nc, SCHED_BUF_RECV, part_at(how, p, N), N);
     else
-      send_split(s, p, nc, SCHED_BUF_SEND, (size_t)p * N, N);
+      send_split(s, p, nc, SCHED_BUF_SEND, part_at(how, p, N), N);
   }
   return SHARC_OK;
 }
 
 sharc_status_t direct_gather_schedule(const sched_args_t *a, sched_t *s) {
-  return direct_rooted(a, s, 1);
+  return direct_rooted(a, s, TO_ROOT);
 }
 
 sharc_status_t direct_scatter_schedule(const sched_args_t *a, sched_t *s) {
-  return direct_rooted(a, s, 0);
+  return direct_rooted(a, s, BLOCKS_FROM_ROOT);
 }
 
-/* Broadcast: the root sends SEND whole to every other rank, nearest after
- * it first; the others receive it into RECV. */
+/* Broadcast: the root sends SEND whole to every other rank; the others
+ * receive it into RECV. */
 sharc_status_t direct_broadcast_schedule(const sched_args_t *a, sched_t *s) {
-  int n = a->nranks, r = a->rank, nc = a->nchan;
-  size_t N = a->count;
-  s->nchan = nc;
-  if (N == 0)
-    return SHARC_OK;
-  sched_round(s);
-  if (r != a->root) {
-    recv_split(s, a->root, nc, SCHED_BUF_RECV, 0, N);
-    return SHARC_OK;
-  }
-  if (!a->inplace)
-    sched_copy(s, SCHED_BUF_SEND, 0, SCHED_BUF_RECV, 0, N);
-  for (int i = 1; i < n; i++)
-    send_split(s, (r + i) % n, nc, SCHED_BUF_SEND, 0, N);
-  return SHARC_OK;
+  return direct_rooted(a, s, WHOLE_FROM_ROOT);
 }
 
 /* Barrier: every other rank sends one byte to rank 0, which answers each

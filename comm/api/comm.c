@@ -18,6 +18,7 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "exec.h" /* exec_host_cpus */
 #include "fault.h"
 #include "gpu.h" /* gpu_comm_release */
 #include "place.h"
@@ -113,6 +114,11 @@ static sharc_status_t comm_place(struct sharc_comm *c) {
     if (++cnt[c->host_of[r]] > c->local_max)
       c->local_max = cnt[c->host_of[r]];
   }
+  /* from the rank table alone, so that every rank decides the same */
+  c->oversubscribed = 0;
+  for (int r = 0; r < n; r++)
+    if (c->peers[r].cpus > 0 && cnt[c->host_of[r]] > c->peers[r].cpus)
+      c->oversubscribed = 1;
   place_ring_order(n, loc, order);
   int identity = 1;
   for (int i = 0; i < n && identity; i++)
@@ -228,6 +234,7 @@ static sharc_status_t comm_create(bootstrap_env_t *env, sharc_comm_t *out) {
   mine.pid = (int32_t)getpid();
   mine.rank = env->rank;
   mine.addr = c->listen_addr;
+  mine.cpus = exec_host_cpus();
   c->peers = calloc((size_t)env->nranks, sizeof *c->peers);
   if (!c->peers) {
     st = err_set(SHARC_ERR_NO_MEM, "init: out of memory for %d ranks",

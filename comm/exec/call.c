@@ -9,7 +9,6 @@
 
 #include "cost.h"
 #include "dispatch.h"
-#include "exec.h"
 
 static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
                          size_t bytes) {
@@ -24,8 +23,9 @@ static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
      * and out from it: each rank waits once, not in each of log2 n rounds
      * that need every rank on a core, and rank 0 leaves first, so a
      * broadcast from it that follows finds its root running (measured at
-     * 3, 4 and 8 ranks on 2 cores: docs/benchmarks.md). */
-    if (coll == SCHED_BARRIER && comm->local_max > exec_host_cpus())
+     * 3, 4 and 8 ranks on 2 cores: docs/benchmarks.md). Every rank must
+     * choose alike: the flag comes from the rank table. */
+    if (coll == SCHED_BARRIER && comm->oversubscribed)
       return SCHED_ALGO_DIRECT;
     return sched_pick_links(coll, comm->nranks, bytes, &links);
   }

@@ -454,6 +454,10 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       continue;
     }
     uint64_t now = time_ns();
+    /* start may come from the coarse clock (the recorder's), a tick behind
+     * this one: never let it lie ahead */
+    if (now < last_progress)
+      now = last_progress;
     if (progressed) {
       last_progress = now;
       progressed = 0;

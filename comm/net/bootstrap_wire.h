@@ -30,10 +30,15 @@ typedef struct {
   int32_t pid;
   int32_t rank;
   net_addr_t addr; /* the rank's data listener (tcp) */
+  /* CPUs the rank may share with its host's other ranks, as it sees them
+   * (exec_host_cpus; 0: unknown): with the table every rank decides the
+   * same about ranks sharing cores (struct sharc_comm.oversubscribed) */
+  int32_t cpus;
+  int32_t reserved; /* 0 */
 } peer_info_t;
 
-#define WIRE_MAGIC 0x43524853u /* "SHRC" in memory on little-endian */
-#define WIRE_VERSION 1
+#define WIRE_MAGIC 0x43524853u    /* "SHRC" in memory on little-endian */
+#define WIRE_VERSION 2            /* 2: peer_info_t.cpus */
 #define WIRE_MAX_ERROR_BYTES 4096 /* ERROR payload limit, status included */
 
 enum { MSG_HELLO = 1, MSG_TABLE = 2, MSG_ERROR = 3 };

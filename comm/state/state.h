@@ -66,6 +66,9 @@ struct sharc_comm {
   int *ring_order;    /* [nranks] topology ring (hosts consecutive);
                          NULL when it is the rank order */
   int local_max;      /* most ranks on one host */
+  /* some host has more of this communicator's ranks than the fewest CPUs
+   * any of them reports (peer_info_t.cpus): the same on every rank */
+  int oversubscribed;
   const struct transport **tp; /* [nranks] transport that reaches each rank */
   int nchan;                   /* channels per peer */
 

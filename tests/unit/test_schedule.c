@@ -655,7 +655,7 @@ static void test_pick(void) {
     }
     /* barrier: dissemination's log2 n hops, except where fan-in and
      * fan-out through rank 0 (two hops, n-1 sends each way) cost less:
-     * 5 ranks (3 rounds against 2 hops) and 8 to 16 */
+     * from 5 to 24 ranks (of those sampled: 5, 8, 13, 16) */
     sched_algo_t want_bar =
         n == 5 || (n >= 8 && n <= 16) ? SCHED_ALGO_DIRECT : SCHED_ALGO_TREE;
     EXPECT(sched_pick(SCHED_BARRIER, n, 0, alpha, beta) == want_bar,

@@ -12,8 +12,8 @@ if(TARGET sharc-bench)
   # Slices that are no power of two (4000 bytes, 3968 after the executor's
   # rounding) in a 64 KiB shared-memory FIFO, every size validated: a
   # receiver's tail then stops at odd positions inside payloads, up to the
-  # FIFO's last byte (a small-message check that read 8 bytes at any tail,
-  # not only where a header is due, crashed here).
+  # FIFO's last byte (an experiment that read 8 bytes at any tail, not only
+  # where a header is due, crashed here; bench/results/shm_small_flag).
   add_test(NAME mp.bench.slices COMMAND $<TARGET_FILE:sharcrun> -n 2
            --timeout 100 $<TARGET_FILE:sharc-bench>
            all_gather,all_reduce,broadcast -b 4K -e 1M -f 4 -n 50 -w 5 -c 1

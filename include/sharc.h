@@ -231,7 +231,7 @@ SHARC_API sharc_status_t sharc_stream_synchronize(sharc_stream_t stream);
  * device, no host thread; the communicator's first such call sets that up
  * with its peers and blocks until its earlier calls ran); elsewhere, or
  * where that setup fails on some rank, through pinned host staging owned by
- * the stream (grown to the largest call, freed by synchronize and destroy),
+ * the stream (grown to the largest call, freed by sharc_stream_destroy),
  * reduced on the host by the stream's thread, which sleeps while it waits
  * for the device. Blocking: on one host, an enqueue waits until the
  * communicator's earlier calls that run on the host (host streams, the
@@ -292,8 +292,12 @@ SHARC_API sharc_status_t sharc_mem_free(void *ptr);
  * calls of at least SHARC_CUDA_INPLACE_BYTES instead of through the
  * path's staging; there and with SHARC_CUDA_PATH=ipc they map it once and
  * keep the mapping across sharc_stream_synchronize until this process
- * deregisters device memory; on the staged path registration changes
- * nothing. */
+ * deregisters device memory. Across hosts over InfiniBand (the staged
+ * path), a registered sendbuf's blocks go from the GPU to the NIC
+ * (GPUDirect RDMA, SHARC_IB_GDR) where the stack allows it. Registration
+ * sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on the allocation, as GPUDirect
+ * RDMA needs: a cudaMemcpy or cudaMemset into it returns only once the
+ * bytes are there. */
 SHARC_API sharc_status_t sharc_mem_register(void *ptr, size_t bytes);
 SHARC_API sharc_status_t sharc_mem_deregister(void *ptr);
 

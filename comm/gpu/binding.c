@@ -299,16 +299,16 @@ static sharc_status_t gs_after(void *work) {
   return st;
 }
 
-/* stream_binding_t.sync: waits for the CUDA stream, then frees the staging
- * that earlier calls outgrew and tells the paths it is idle. */
+/* stream_binding_t.sync: waits for the CUDA stream, then tells the paths
+ * it is idle. Staging that earlier calls outgrew stays until the stream is
+ * destroyed (gs_close): cudaFreeHost waits for every stream of the device,
+ * and another stream of this process (another rank's thread, another
+ * communicator's stream) may be inside a collective that waits for this
+ * rank's next call, so freeing here can hang (test_stream_sync.c). Staging
+ * doubles when it grows, so what is kept is less than what is in use. */
 static sharc_status_t gs_sync(void *dev) {
   dev_stream_t *ds = dev;
   static const char fn[] = "sharc_stream_synchronize";
-  /* Buffers retired so far served calls queued before the event below. */
-  pthread_mutex_lock(&ds->lock);
-  stage_buf_t *old = ds->retired;
-  ds->retired = NULL;
-  pthread_mutex_unlock(&ds->lock);
   int prev = -1;
   cudaEvent_t ev = NULL;
   sharc_status_t st = SHARC_OK;
@@ -326,21 +326,8 @@ static sharc_status_t gs_sync(void *dev) {
     gs_put_event(ds, ev);
   }
   gs_leave_device(prev);
-  if (st != SHARC_OK) { /* not known to be idle: keep them */
-    pthread_mutex_lock(&ds->lock);
-    for (stage_buf_t *b = old, *next; b; b = next) {
-      next = b->next;
-      b->next = ds->retired;
-      ds->retired = b;
-    }
-    pthread_mutex_unlock(&ds->lock);
+  if (st != SHARC_OK)
     return st;
-  }
-  for (stage_buf_t *b = old, *next; b; b = next) {
-    next = b->next;
-    (void)cudaFreeHost(b->p);
-    free(b);
-  }
   for (int i = 0; i < GPU_NPATHS; i++)
     if (gpu_paths[i]->synced) {
       sharc_status_t ps = gpu_paths[i]->synced(ds);

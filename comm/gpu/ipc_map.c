@@ -83,6 +83,34 @@ static void export_dmabuf(const void *p, size_t bytes, mem_dev_t *out) {
                  : "see the CUDA driver API documentation");
 }
 
+typedef CUresult (*set_attr_fn)(const void *value,
+                                CUpointer_attribute attribute, CUdeviceptr ptr);
+
+/* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on the allocation at base, as GPUDirect
+ * RDMA asks of memory a NIC reads: a cudaMemcpy from pageable memory (or a
+ * cudaMemset, a device-to-device cudaMemcpy) into it returns only once the
+ * bytes landed, and setting it waits for such copies still in flight. The
+ * NIC reads outside every stream, so without it a send right after a
+ * cudaMemcpy could carry the old bytes. 0, or -1 with why. */
+static int set_sync_memops(uint64_t base, char *why, size_t n) {
+  static _Atomic(set_attr_fn) fn;
+  set_attr_fn f = atomic_load(&fn);
+  if (!f) {
+    f = (set_attr_fn)dev_driver_entry("cuPointerSetAttribute",
+                                      cudaEnableDefault, why, n);
+    atomic_store(&fn, f);
+    if (!f)
+      return -1;
+  }
+  unsigned one = 1;
+  CUresult r = f(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, (CUdeviceptr)base);
+  if (r == CUDA_SUCCESS)
+    return 0;
+  snprintf(why, n, "cuPointerSetAttribute(SYNC_MEMOPS) returned CUresult %d",
+           (int)r);
+  return -1;
+}
+
 /* The allocation id of device pointer p (CU_POINTER_ATTRIBUTE_BUFFER_ID),
  * or 0 when the driver cannot tell. */
 static uint64_t buffer_id(const void *p) {
@@ -220,6 +248,12 @@ sharc_status_t gpu_mem_describe(const void *p, size_t bytes, mem_dev_t *out) {
   out->buffer_id = buffer_id((void *)(uintptr_t)base);
   memcpy(out->handle, &h, sizeof h);
   export_dmabuf(p, bytes, out);
+  char why[160] = "";
+  if (set_sync_memops(out->base, why, sizeof why) != 0)
+    WARN(SUB_CUDA,
+         "%s: %p: %s; a GPUDirect RDMA send right after a cudaMemcpy into "
+         "it may carry old bytes (synchronize the device first)",
+         fn, p, why);
   return SHARC_OK;
 }
 

@@ -73,7 +73,10 @@
  * stream's work may see the destination's old bytes (a GPU's copy
  * engines do that to a program that does not synchronise in between).
  * cudaMemset of device memory and a device-to-device cudaMemcpy return at
- * once too (queued on the legacy stream), as in CUDA.
+ * once too (queued on the legacy stream), as in CUDA. Into an allocation
+ * with CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set (cuPointerSetAttribute, which
+ * waits for such copies still in flight) all three return only once they
+ * landed, as GPUDirect RDMA relies on.
  *
  * Files: softcuda.c (errors, process state, devices, the driver entry point
  * lookup), softcuda_mem.c (allocations, pointer attributes, copies and
@@ -474,6 +477,7 @@ static const struct {
     {"cuStreamWriteValue32", (void *)sc_stream_write_value32, 11070},
     {"cuMemGetAddressRange", (void *)sc_mem_get_address_range, 3020},
     {"cuPointerGetAttribute", (void *)sc_pointer_get_attribute, 4000},
+    {"cuPointerSetAttribute", (void *)sc_pointer_set_attribute, 6000},
     {"cuMemGetHandleForAddressRange", (void *)sc_mem_get_handle_for_range,
      11070},
 };

@@ -190,6 +190,12 @@ typedef struct range {
   uint64_t ino;    /* R_DEVICE: the memfd's inode */
   int64_t creator; /* R_IPC: the creator's pid */
   int refs;        /* R_IPC: opens */
+  /* R_DEVICE: CU_POINTER_ATTRIBUTE_SYNC_MEMOPS is set (synchronous copies
+   * and memsets into it return only once they landed), and, per device's
+   * legacy stream, the sequence number of the last synchronous copy or
+   * memset into it that returned before it ran (0: none) */
+  int sync_memops;
+  uint64_t pend[MAX_DEVICES];
 } range_t;
 
 typedef struct {
@@ -277,6 +283,12 @@ int sc_mem_still(const void *p, size_t n, int k);
  * allocation's unique id, for memory a process allocated or mapped). */
 CUresult sc_pointer_get_attribute(void *data, CUpointer_attribute attribute,
                                   CUdeviceptr ptr);
+/* cuPointerSetAttribute: CU_POINTER_ATTRIBUTE_SYNC_MEMOPS only, on device
+ * memory this process allocated; setting it waits for the synchronous
+ * copies and memsets into the allocation that returned before they ran. */
+CUresult sc_pointer_set_attribute(const void *value,
+                                  CUpointer_attribute attribute,
+                                  CUdeviceptr ptr);
 CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
                                   CUdeviceptr dptr);
 /* cuMemGetHandleForAddressRange (dma-buf export) and whether the modelled
@@ -305,6 +317,10 @@ cudaError_t sc_enqueue(cudaStream_t h, op_t *op, stream_t **on);
 
 /* Waits until stream s finished everything queued so far. */
 void sc_wait_stream(stream_t *s);
+
+/* Waits until the stream with id sid (gone: at once) finished operation
+ * seq. */
+void sc_wait_seq(uint64_t sid, uint64_t seq);
 
 /* Waits until every stream of device dev (-1: all) finished what was
  * queued on it so far. */

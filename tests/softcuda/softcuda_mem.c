@@ -287,6 +287,61 @@ CUresult sc_pointer_get_attribute(void *data, CUpointer_attribute attribute,
   return CUDA_SUCCESS;
 }
 
+/* The device allocation holding p has CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set
+ * (lock held). */
+static int sync_memops_at(const void *p) {
+  range_t *r = range_find(p);
+  return r && r->kind == R_DEVICE && r->sync_memops;
+}
+
+/* Lock held: a synchronous copy or memset into dst was just queued on the
+ * current device's legacy stream and returns before it ran; remember it,
+ * so that setting SYNC_MEMOPS on the allocation can wait for it. */
+static void note_pending(const void *dst) {
+  range_t *r = range_find(dst);
+  stream_t *s = NULL;
+  if (r && r->kind == R_DEVICE && sc_resolve(NULL, &s) == cudaSuccess)
+    r->pend[s->device] = s->queued;
+}
+
+CUresult sc_pointer_set_attribute(const void *value,
+                                  CUpointer_attribute attribute,
+                                  CUdeviceptr ptr) {
+  if (sc_enter(__func__) != cudaSuccess)
+    return CUDA_ERROR_NOT_PERMITTED;
+  if (!value)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) {
+    if (sc_debug_on())
+      sc_say("cuPointerSetAttribute: attribute %d not modelled",
+             (int)attribute);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  pthread_mutex_lock(&sc_state.lock);
+  range_t *r = range_find((const void *)(uintptr_t)ptr);
+  if (!r || r->kind != R_DEVICE) {
+    pthread_mutex_unlock(&sc_state.lock);
+    if (sc_debug_on())
+      sc_say("cuPointerSetAttribute: 0x%llx is not device memory this "
+             "process allocated",
+             (unsigned long long)ptr);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  r->sync_memops = *(const unsigned *)value != 0;
+  if (r->sync_memops) {
+    /* "does not return until those memory operations are complete"; the
+     * range may go while this waits: its numbers are copied first */
+    uint64_t pend[MAX_DEVICES];
+    memcpy(pend, r->pend, sizeof pend);
+    memset(r->pend, 0, sizeof r->pend);
+    for (int d = 0; d < MAX_DEVICES; d++)
+      if (pend[d] && sc_state.legacy[d])
+        sc_wait_seq(sc_state.legacy[d]->id, pend[d]);
+  }
+  pthread_mutex_unlock(&sc_state.lock);
+  return CUDA_SUCCESS;
+}
+
 /* cuMemGetAddressRange, through the entry point table. */
 CUresult sc_mem_get_address_range(CUdeviceptr *pbase, size_t *psize,
                                   CUdeviceptr dptr) {
@@ -523,8 +578,9 @@ static cudaError_t copy_2d(const char *fn, void *dst, size_t dpitch,
    * ordered behind it: work on a cudaStreamNonBlocking stream may run
    * before it lands. So here too: the source is copied now, the copy runs
    * on the legacy stream's worker later. */
-  if (e == cudaSuccess && sync && sext && op->u.copy.sk == M_UNREG &&
-      op->u.copy.dk == M_DEVICE &&
+  int sync_dst = sync && sync_memops_at(dst); /* always synchronous */
+  if (e == cudaSuccess && sync && !sync_dst && sext &&
+      op->u.copy.sk == M_UNREG && op->u.copy.dk == M_DEVICE &&
       (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault)) {
     pthread_mutex_unlock(&sc_state.lock);
     op->owned = malloc(sext);
@@ -537,9 +593,12 @@ static cudaError_t copy_2d(const char *fn, void *dst, size_t dpitch,
   }
   /* Device to device, CUDA performs no host-side synchronisation: the
    * copy is queued on the legacy stream and the call returns. */
-  if (sync && op->u.copy.sk == M_DEVICE && op->u.copy.dk == M_DEVICE)
+  if (sync && !sync_dst && op->u.copy.sk == M_DEVICE &&
+      op->u.copy.dk == M_DEVICE)
     how = Q_ASYNC; /* stream is NULL: the legacy stream */
   e = queue_checked(e, op, stream, how);
+  if (e == cudaSuccess && sync && how != Q_SYNC)
+    note_pending(dst);
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);
 }
@@ -580,8 +639,12 @@ static cudaError_t memset_op(const char *fn, void *dst, int value, size_t count,
   /* cudaMemset of device memory is asynchronous to the host (CUDA's "API
    * synchronization behavior"): queued on the legacy stream, it may land
    * after work a cudaStreamNonBlocking stream or another process did */
-  int how = sync && sc_mem_kind(dst, count) != M_DEVICE ? Q_SYNC : Q_ASYNC;
+  int how = sync && (sc_mem_kind(dst, count) != M_DEVICE || sync_memops_at(dst))
+                ? Q_SYNC
+                : Q_ASYNC;
   e = queue_checked(sc_check_dev_side(fn, "dst", dst, count), op, stream, how);
+  if (e == cudaSuccess && sync && how != Q_SYNC)
+    note_pending(dst);
   pthread_mutex_unlock(&sc_state.lock);
   return sc_fail(e);
 }

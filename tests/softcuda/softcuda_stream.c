@@ -315,6 +315,12 @@ void sc_wait_stream(stream_t *s) {
   wait_deps(&d, 1);
 }
 
+/* Waits (lock held) until stream sid finished operation seq. */
+void sc_wait_seq(uint64_t sid, uint64_t seq) {
+  dep_t d = {sid, seq};
+  wait_deps(&d, 1);
+}
+
 /* Waits (lock held) until every stream of device dev (-1: all) finished
  * what was queued on it so far. */
 void sc_wait_all(int dev) {

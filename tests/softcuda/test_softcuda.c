@@ -7,8 +7,10 @@
  * a kernel's first launch synchronizes the device, as lazy loading may),
  * CUDA IPC between two processes (this program re-executed with --child
  * HANDLE), stream capture into graphs and what capture forbids, streams and
- * events of another device (--devices, under SOFTCUDA_DEVICES=2), and work
- * whose memory goes away before it runs (--freed HANDLE: a fault, sticky).
+ * events of another device (--devices, under SOFTCUDA_DEVICES=2), work
+ * whose memory goes away before it runs (--freed HANDLE: a fault, sticky),
+ * and CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (synchronous copies that land
+ * before they return).
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -32,6 +34,7 @@
 
 typedef CUresult (*wait32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 typedef CUresult (*range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+typedef CUresult (*setattr_fn)(const void *, CUpointer_attribute, CUdeviceptr);
 
 static void *entry(const char *sym) {
   void *fn = NULL;
@@ -482,6 +485,96 @@ static int child(const char *hex) {
   return failed ? 1 : 0;
 }
 
+/* Sets *gate (pinned, waited on by a stream) to its value after 50 ms. */
+typedef struct {
+  uint32_t *gate, value;
+} opener_t;
+static void *open_later(void *arg) {
+  opener_t *o = arg;
+  usleep(50000);
+  __atomic_store_n(o->gate, o->value, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* Holds blocking stream s at a wait on *gate for value, opened 50 ms later
+ * by a thread (joined by the caller). The legacy stream's next work waits
+ * for s: a synchronous copy queued there meanwhile has not landed. */
+static void hold(wait32_fn wait32, cudaStream_t s, opener_t *o, uint32_t v,
+                 pthread_t *th) {
+  o->value = v;
+  EXPECT(wait32(s, (CUdeviceptr)(uintptr_t)o->gate, v,
+                CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS,
+         "wait32");
+  pthread_create(th, NULL, open_later, o);
+}
+
+/* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (what GPUDirect RDMA asks of memory a
+ * NIC reads outside every stream): without it a cudaMemcpy from pageable
+ * memory into device memory returns before the bytes land; setting it
+ * waits for such a copy, and from then on copies and memsets into the
+ * allocation return only once they landed; cleared, they are asynchronous
+ * again. Device memory is host-readable here, which is how the test
+ * looks. */
+static void test_sync_memops(wait32_fn wait32, cudaStream_t s, char *d,
+                             char *h) {
+  setattr_fn set = (setattr_fn)entry("cuPointerSetAttribute");
+  EXPECT(set != NULL, "no cuPointerSetAttribute");
+  if (!set)
+    return;
+  volatile char *vd = d;
+  char src[16];
+  unsigned one = 1, zero = 0;
+  opener_t o = {(uint32_t *)(h + 1024), 0};
+  *o.gate = 0;
+  pthread_t th;
+  IS(cudaMemset(d, 0, 16), cudaSuccess);
+  IS(cudaDeviceSynchronize(), cudaSuccess);
+
+  hold(wait32, s, &o, 1, &th);
+  memset(src, 0x5a, sizeof src);
+  IS(cudaMemcpy(d, src, sizeof src, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT(vd[0] == 0, "a pageable cudaMemcpy landed behind a held stream");
+  EXPECT(set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+             (CUdeviceptr)(uintptr_t)(d + 8)) == CUDA_SUCCESS,
+         "cuPointerSetAttribute(SYNC_MEMOPS)");
+  EXPECT(vd[0] == 0x5a && vd[15] == 0x5a,
+         "setting SYNC_MEMOPS returned before the pending copy landed");
+  pthread_join(th, NULL);
+
+  hold(wait32, s, &o, 2, &th);
+  memset(src, 0x6b, sizeof src);
+  IS(cudaMemcpy(d, src, sizeof src, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT(vd[0] == 0x6b && vd[15] == 0x6b,
+         "a pageable cudaMemcpy into a SYNC_MEMOPS allocation returned before "
+         "it landed");
+  pthread_join(th, NULL);
+  hold(wait32, s, &o, 3, &th);
+  IS(cudaMemset(d, 0x7c, 16), cudaSuccess);
+  EXPECT(vd[0] == 0x7c && vd[15] == 0x7c,
+         "a cudaMemset of a SYNC_MEMOPS allocation returned before it landed");
+  pthread_join(th, NULL);
+
+  EXPECT(set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+             (CUdeviceptr)(uintptr_t)h) == CUDA_ERROR_INVALID_VALUE,
+         "SYNC_MEMOPS on pinned host memory accepted");
+  EXPECT(set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+             (CUdeviceptr)(uintptr_t)src) == CUDA_ERROR_INVALID_VALUE,
+         "SYNC_MEMOPS on pageable memory accepted");
+  EXPECT(set(NULL, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+             (CUdeviceptr)(uintptr_t)d) == CUDA_ERROR_INVALID_VALUE,
+         "a NULL value accepted");
+
+  EXPECT(set(&zero, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+             (CUdeviceptr)(uintptr_t)d) == CUDA_SUCCESS,
+         "clearing SYNC_MEMOPS");
+  hold(wait32, s, &o, 4, &th);
+  IS(cudaMemset(d, 0x11, 16), cudaSuccess);
+  EXPECT(vd[0] == 0x7c, "SYNC_MEMOPS cleared, a memset still waited");
+  pthread_join(th, NULL);
+  IS(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT(vd[0] == 0x11, "the memset never landed");
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--child"))
     return child(argv[2]);
@@ -633,6 +726,7 @@ int main(int argc, char **argv) {
   test_launch(s, d, h);
   test_capture_refusals(s, d, h);
   test_graph(s, (unsigned char *)d, (unsigned char *)h);
+  test_sync_memops(wait32, s, d, h);
 
   IS(cudaEventDestroy(e0), cudaSuccess);
   IS(cudaEventDestroy(e1), cudaSuccess);

@@ -126,6 +126,12 @@ const char *err_last(void);
     "in place by same-host peers only from this many bytes; smaller ones "     \
     "are copied through the FIFO, faster while the data sits in the "          \
     "sender's cache (0: in place from any size)")                              \
+  X(SHM_DIRECT_SHARED_BYTES, "SHARC_SHM_DIRECT_SHARED_BYTES", "16384",         \
+    "where a host has more ranks than cores, a rank sending to several "       \
+    "peers at once (a broadcast's or scatter's root) lets them read in "       \
+    "place only from this many bytes: below it, waiting for every reader "     \
+    "(each needing a core first) costs more than the copies it saves (0: "     \
+    "in place from any size)")                                                 \
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
   X(TCP_DIRECT_BYTES, "SHARC_TCP_DIRECT_BYTES", "262144",                      \

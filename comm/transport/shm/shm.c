@@ -148,6 +148,10 @@ struct shm_state {
   int named;          /* path names it: unlink in teardown */
   int direct;         /* SHARC_SHM_DIRECT */
   size_t fresh_min;   /* SHARC_SHM_DIRECT_FRESH_BYTES */
+  size_t direct_min;  /* SHARC_SHM_DIRECT_SHARED_BYTES where ranks share
+                         cores (comm->oversubscribed), else 0: the least
+                         bytes read in place from a sender of several
+                         messages in one round */
   shm_map_t *maps;    /* [nlocal * SHM_MAP_CACHE] peer regions mapped */
   uint64_t map_tick;
 };
@@ -545,6 +549,8 @@ static sharc_status_t shm_setup(struct sharc_comm *comm) {
   s->direct = param_int(PARAM_SHM_DIRECT) != 0 && s->nlocal <= SHM_MAX_DIRECT;
   int64_t fresh = param_int(PARAM_SHM_DIRECT_FRESH_BYTES);
   s->fresh_min = fresh > 0 ? (size_t)fresh : 0;
+  int64_t shared = param_int(PARAM_SHM_DIRECT_SHARED_BYTES);
+  s->direct_min = comm->oversubscribed && shared > 0 ? (size_t)shared : 0;
   if (!s->segs || !s->local_of || !s->conns || !s->maps)
     return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
   for (int i = 0; i < s->nlocal; i++)
@@ -673,9 +679,15 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
       s->direct ? atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) : 0;
   /* Data the sender has just written sits in its core's cache: below
    * fresh_min the peer copies it faster out of the FIFO than it reads it
-   * in place (bench/results/peers/registered_allreduce.md). */
+   * in place (bench/results/peers/registered_allreduce.md). A sender of
+   * several messages at once (a broadcast's or a scatter's root) where
+   * ranks share cores: below direct_min, waiting for every reader's
+   * acknowledgement, each reader needing a core first, costs more than
+   * the copies (bench/results/shm_direct_shared/). */
   if ((ok & (DIRECT_MEMFD | DIRECT_CMA)) && !tc->framed_only &&
-      !(tc->fresh && bytes < s->fresh_min) && mem_find(src, bytes, &ref)) {
+      !(tc->fresh && bytes < s->fresh_min) &&
+      !(tc->fanout > 1 && bytes < s->direct_min) &&
+      mem_find(src, bytes, &ref)) {
     if (ref.kind == MEM_ALLOCATED && (ok & DIRECT_MEMFD)) {
       m.kind = SHM_MSG_DIRECT;
       m.fd = ref.fd;

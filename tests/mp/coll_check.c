@@ -530,6 +530,16 @@ static void run_mem(void) {
        .op = DATA_OP_COPY,
        .root = X.n - 1,
        .count = 1000},
+      /* a root sending to several peers at once where ranks share cores:
+       * below SHARC_SHM_DIRECT_SHARED_BYTES through the FIFOs (above), from
+       * it read in place */
+      {.coll = C_BC,
+       .dt = SHARC_F32,
+       .op = DATA_OP_COPY,
+       .root = 0,
+       .count = 8191},
+      {.coll = C_SC, .dt = SHARC_F32, .op = DATA_OP_COPY, .count = 1000},
+      {.coll = C_SC, .dt = SHARC_F32, .op = DATA_OP_COPY, .count = 5003},
   };
   /* 1: sharc_mem_alloc (peers map it), 2: malloc + sharc_mem_register
    * (peers read it with cross-memory attach). */

@@ -11,6 +11,14 @@ bash .ci/deps.sh
 jobs=$(nproc)
 status=0
 total_pass=0 total_fail=0 total_skip=0
+# fail WHAT: marks the run failed and remembers WHAT for the last lines
+# (CI shows the tail of this output: a failure far above must still be
+# named there).
+failed_steps=()
+fail() {
+  status=1
+  failed_steps+=("$1")
+}
 # The PyTorch backend's tests (tests/python, plain build only) need a Python
 # with torch: .ci/torch_venv.sh installs it from PyPI into a venv it reuses
 # afterwards (2.4 GB to download: 1 min on the development VM from an empty
@@ -32,14 +40,15 @@ if git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format --dry-run -Werror; then
   echo "format: clean"
 else
   echo "format: run 'git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format -i'"
-  status=1
+  fail "format (clang-format --dry-run -Werror)"
 fi
 echo "=== fuzz (tests/fuzz: regression inputs, then 15 s per target) ==="
-if FUZZ_DIR=build-fuzz bash tests/fuzz/run_fuzz.sh 15; then
+mkdir -p build-fuzz
+if FUZZ_DIR=build-fuzz bash tests/fuzz/run_fuzz.sh 15 2>&1 | tee build-fuzz/run_fuzz.out; then
   echo "fuzz: no findings"
 else
   echo "fuzz: findings or a failed build; see build-fuzz/*.log and build-fuzz/artifacts/"
-  status=1
+  fail "fuzz: $(grep -h '^run_fuzz: .*\(found\|FAILS\|failed\|not found\)' build-fuzz/run_fuzz.out | tr '\n' ' ')"
 fi
 # ThreadSanitizer (5-15x slower) runs a subset, about 3 minutes with its
 # build on 2 cores: the tests where a rank runs several threads (callers, group lanes,
@@ -109,7 +118,8 @@ run_ctest_j() {
   (cd "$dir" && ctest --output-on-failure -j"$jobs_ctest" --timeout 900 "$@") 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   set -e
-  [ "$rc" -eq 0 ] || status=1
+  [ "$rc" -eq 0 ] ||
+    fail "ctest in $dir (exit $rc; log $log): $(sed -n '/tests FAILED:/,$p' "$log" | grep -E '^[[:space:]]+[0-9]+ - ' | sed -E 's/^[[:space:]]+[0-9]+ - //' | tr '\n' ';')"
   local skipped line failed total
   skipped=$(grep -c -- "\*\*\*Skipped" "$log" || true)
   total_skip=$((total_skip + skipped))
@@ -121,7 +131,7 @@ run_ctest_j() {
     total_pass=$((total_pass + total - failed - skipped))
     total_fail=$((total_fail + failed))
   else
-    status=1
+    fail "ctest in $dir printed no summary (log $log)"
   fi
 }
 for variant in plain asan tsan softcuda; do
@@ -193,10 +203,13 @@ if [ -f "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/cuda_runtime_api.h" ]; the
     total_pass=$((total_pass + 1))
   else
     total_fail=$((total_fail + 1))
-    status=1
+    fail "tests/gpu/device_run.sh (SOFTCUDA=1)"
   fi
   echo "=== device_run.sh took $((SECONDS - start)) s ==="
 fi
 echo "ci: plain and asan builds, every test of each (plain: the PyTorch backend's tests on PyPI's torch, .ci/torch_venv.sh; the models' and the engine's parity tests again under each other OpenBLAS kernel this CPU runs); tsan build, the threaded subset; asan + softcuda build, the gpu tests, again under two SOFTCUDA_JITTER seeds; tests/gpu/device_run.sh end to end on softcuda (a skip says why: root, a device, or MPI, which sanitizer builds leave out)"
+for f in "${failed_steps[@]}"; do
+  echo "ci: FAILED: $f"
+done
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status

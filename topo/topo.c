@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -519,9 +520,23 @@ static void sort_gpus(hw_ctx_t *c) {
     }
 }
 
+/* What hwloc may allocate to read an export before it is refused: real
+ * exports of the largest machines take a few MiB; malformed ones make
+ * hwloc grow bitmaps to an index near 2^32 (a PU without os_index: 1 GiB
+ * for one, regress/fuzz_topo_xml/hwloc-1gib-pu-without-os-index.xml),
+ * enough to take a process's memory (the fuzzer's 2 GiB limit in CI). */
+#define HW_PROBE_MAX_KIB (256L * 1024)
+#define HW_PROBE_TOO_BIG 3 /* the child's exit status when it grew more */
+
+static long max_rss_kib(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
+}
+
 /* hwloc 2.9 itself crashes on some malformed exports (an object without
- * complete_cpuset: lstopo dies on them too), so an export is first loaded
- * in a child process; only one that hwloc survives is loaded here. */
+ * complete_cpuset: lstopo dies on them too) and allocates without bound on
+ * others, so an export is first loaded in a child process; only one that
+ * hwloc survives within HW_PROBE_MAX_KIB is loaded here. */
 static sharc_status_t hw_probe_xml(const char *xml) {
   fflush(NULL);
   pid_t pid = fork();
@@ -535,6 +550,7 @@ static sharc_status_t hw_probe_xml(const char *xml) {
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
       sigaction(sigs[i], &dfl, NULL);
     alarm(30);
+    long before = max_rss_kib();
     hwloc_topology_t t;
     if (hwloc_topology_init(&t) == 0) {
       hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
@@ -542,7 +558,7 @@ static sharc_status_t hw_probe_xml(const char *xml) {
         hwloc_topology_load(t);
       hwloc_topology_destroy(t);
     }
-    _exit(0);
+    _exit(max_rss_kib() - before > HW_PROBE_MAX_KIB ? HW_PROBE_TOO_BIG : 0);
   }
   int ws = 0;
   while (waitpid(pid, &ws, 0) < 0)
@@ -553,6 +569,12 @@ static sharc_status_t hw_probe_xml(const char *xml) {
                    "topo: hwloc crashed (signal %d) reading %s: the export is "
                    "malformed; make a new one with lstopo --of xml FILE",
                    WTERMSIG(ws), xml);
+  if (WIFEXITED(ws) && WEXITSTATUS(ws) == HW_PROBE_TOO_BIG)
+    return err_set(SHARC_ERR_INVALID_ARG,
+                   "topo: hwloc needed more than %ld MiB to read %s: the "
+                   "export is malformed (a PU without os_index, or an index "
+                   "near 2^32?); make a new one with lstopo --of xml FILE",
+                   HW_PROBE_MAX_KIB / 1024, xml);
   return SHARC_OK;
 }
 

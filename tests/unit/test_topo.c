@@ -381,6 +381,16 @@ static void test_errors(void) {
     EXPECT(st == SHARC_ERR_INVALID_ARG && m == NULL &&
                strstr(err_last(), "hwloc crashed"),
            "hwloc-crashing export: %s (%s)", sharc_status_name(st), err_last());
+    /* One that hwloc reads, but only by growing bitmaps by a GiB (a PU
+     * without os_index; the fuzzer found it by running out of memory). */
+    snprintf(crash, sizeof crash, "%s/%s", SHARC_TOPO_XML_DIR,
+             "../../fuzz/regress/fuzz_topo_xml/"
+             "hwloc-1gib-pu-without-os-index.xml");
+    st = topo_machine_load(crash, &m);
+    EXPECT(st == SHARC_ERR_INVALID_ARG && m == NULL &&
+               strstr(err_last(), "hwloc needed more than 256 MiB"),
+           "export hwloc needs a GiB for: %s (%s)", sharc_status_name(st),
+           err_last());
   }
 }
 

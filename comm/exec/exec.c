@@ -305,7 +305,7 @@ static int find_laggards(struct sharc_comm *comm, char *out, size_t len) {
   return first;
 }
 
-/* Over shared memory every rank publishes whom it sleeps on (shm.c).
+/* Over shared memory every rank publishes whom it sleeps on (shm_seg.c).
  * Following those waits from `first` (the peer this rank waits on) leads
  * to the rank that holds the collective up: one inside it that waits on
  * nobody (busy, stopped or descheduled). Returns that rank and describes

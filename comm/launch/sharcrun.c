@@ -698,9 +698,9 @@ static void close_all_streams(void) {
 
 /* The ranks name their segments /dev/shm/sharc-<tag>-<uid>-<rank>, where
  * tag is the low 32 bits of the 64-bit FNV-1a hash of the 16 token bytes
- * (comm/transport/shm/shm.c, seg_path: keep the two in step). A rank removes
- * its own name at the end of setup and survivors remove a dead peer's, so
- * what is left once every rank has exited belongs to ranks that died in
+ * (comm/transport/shm/shm_seg.c, seg_path: keep the two in step). A rank
+ * removes its own name at the end of setup and survivors remove a dead peer's,
+ * so what is left once every rank has exited belongs to ranks that died in
  * setup with no survivor left to remove it (killed together, say). A
  * segment goes only when it is ours and no process holds its liveness lock
  * (a rank's descendant may still run). Returns how many were removed. */

@@ -97,7 +97,7 @@ static void die(const char *when) {
 
 #define EXPORTED __attribute__((visibility("default")))
 
-/* The segment is linked into /dev/shm once it is complete (shm.c). */
+/* The segment is linked into /dev/shm once it is complete (shm_seg.c). */
 EXPORTED int linkat(int olddirfd, const char *oldpath, int newdirfd,
                     const char *newpath, int flags) {
   long r = syscall(SYS_linkat, olddirfd, oldpath, newdirfd, newpath, flags);

@@ -1,8 +1,8 @@
 /*
  * devptr.c - which memory a pointer is (devptr.h): the collectives'
  * argument checks ask for every call, so a process that never used CUDA
- * gets its answer without initialising CUDA, for the cost of one
- * dynamic-loader lookup.
+ * gets its answer without initialising CUDA, for the cost of a clock
+ * read (and a dynamic-loader lookup once per clock tick).
  */
 #include "devptr.h"
 
@@ -14,6 +14,8 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdatomic.h>
+
+#include "core.h" /* time_coarse_ns */
 
 int dev_have_cuda(void) { return 1; }
 
@@ -62,22 +64,33 @@ static int cuda_in_use(void) {
   static _Atomic int state;
   /* the loader's load count when libcuda was last found missing */
   static _Atomic unsigned long long checked_loads = ~0ull;
+  /* the coarse clock's time before which the load count is not read */
+  static _Atomic uint64_t next_look_ns;
   int s = atomic_load_explicit(&state, memory_order_acquire);
   if (s != 0)
     return s > 0;
   /* A process that never used CUDA has not loaded the driver library (the
    * runtime loads it on its first call) and cannot own device memory:
    * answer without initialising CUDA, and ask again once the program has
-   * loaded a library since (it may start using CUDA later). The load count
-   * costs tens of ns; dlopen(RTLD_NOLOAD) about 30 us, too much for every
-   * collective call. */
+   * loaded a library since (it may start using CUDA later). dlopen
+   * (RTLD_NOLOAD) costs about 30 us, too much for every collective call;
+   * the load count 150-200 instructions and the loader's lock, a fifth of
+   * a small call's path, so it is read at most once per tick of the
+   * coarse clock (1-4 ms): a driver loaded since cannot have handed out
+   * device memory yet, creating its first context takes longer. */
+  uint64_t now = time_coarse_ns();
+  if (now < atomic_load_explicit(&next_look_ns, memory_order_relaxed))
+    return 0;
   unsigned long long loads = 0;
   dl_iterate_phdr(loads_cb, &loads);
-  if (loads == atomic_load_explicit(&checked_loads, memory_order_relaxed))
+  if (loads == atomic_load_explicit(&checked_loads, memory_order_relaxed)) {
+    atomic_store_explicit(&next_look_ns, now + 1000000, memory_order_relaxed);
     return 0;
+  }
   void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   if (!drv) {
     atomic_store_explicit(&checked_loads, loads, memory_order_relaxed);
+    atomic_store_explicit(&next_look_ns, now + 1000000, memory_order_relaxed);
     return 0;
   }
   dlclose(drv);

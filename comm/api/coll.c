@@ -129,12 +129,13 @@ static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
                                 exec_hook_t *hook, uint64_t now_ns) {
   struct sharc_comm *comm = call->comm;
   size_t esize = key->esize;
-  sched_t built; /* a schedule built now and not cached */
-  sched_init(&built);
+  sched_t built; /* a schedule built now; freed below unless cached */
   const sched_t *s = given ? given : hit ? &hit->sched : NULL;
   sharc_status_t st = SHARC_OK;
-  if (!s)
+  if (!s) {
+    sched_init(&built);
     st = build_schedule(call, key, algo, &built, &s);
+  }
   if (st == SHARC_OK && s->tmp_count)
     st = ensure_tmp(comm, s->tmp_count * esize);
   if (st == SHARC_OK) {
@@ -145,7 +146,8 @@ static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
     st = exec_run_at(comm, s, bufs, call->dtype, call->op,
                      now_ns ? now_ns : time_ns(), hook);
   }
-  sched_free(&built);
+  if (!given && !hit)
+    sched_free(&built);
   /* AVG: the sum divided where a result lies (reduce: the root only) */
   if (st == SHARC_OK && call->op == SHARC_AVG &&
       sched_coll_reduces(call->coll) &&

@@ -66,8 +66,8 @@ void transport_notify_abort_all(struct sharc_comm *comm, int failed_rank,
 
 void transport_publish_progress(struct sharc_comm *comm, uint64_t entered,
                                 uint64_t completed) {
-  for (int i = 0; i < TRANSPORT_COUNT; i++)
-    if (registry[i]->publish_progress)
+  for (int i = 0; i < TRANSPORT_COUNT; i++) /* twice per call: only the */
+    if (comm->tp_state[i] && registry[i]->publish_progress) /* set-up ones */
       registry[i]->publish_progress(comm, entered, completed);
 }
 

@@ -138,9 +138,16 @@ static size_t shm_send_space(transport_conn_t *tc, void **ptr) {
   return SHARC_MIN(space, c->cap - off);
 }
 
+/* head, tail and acks each have one writer (the sender, the receiver, the
+ * receiver), so a plain store advances them; the doorbell's read-modify-
+ * write in comm_wake_word right after is the one full barrier a message
+ * needs: it publishes the store to whoever reads the doorbell, and orders
+ * it before the read of the peer's sleeping flag (state.c). A locked add
+ * on the counter as well cost a second barrier per message on each side. */
 static void shm_send_commit(transport_conn_t *tc, size_t bytes) {
   shm_conn_t *c = (shm_conn_t *)tc;
-  atomic_fetch_add_explicit(&c->ctrl->head, bytes, memory_order_seq_cst);
+  uint64_t head = atomic_load_explicit(&c->ctrl->head, memory_order_relaxed);
+  atomic_store_explicit(&c->ctrl->head, head + bytes, memory_order_release);
   comm_wake_word(c->other_wake);
 }
 
@@ -155,7 +162,8 @@ static size_t shm_recv_avail(transport_conn_t *tc, const void **ptr) {
 
 static void shm_recv_release(transport_conn_t *tc, size_t bytes) {
   shm_conn_t *c = (shm_conn_t *)tc;
-  atomic_fetch_add_explicit(&c->ctrl->tail, bytes, memory_order_seq_cst);
+  uint64_t tail = atomic_load_explicit(&c->ctrl->tail, memory_order_relaxed);
+  atomic_store_explicit(&c->ctrl->tail, tail + bytes, memory_order_release);
   comm_wake_word(c->other_wake);
 }
 
@@ -339,7 +347,8 @@ static void shm_recv_done(transport_conn_t *tc) {
     shm_recv_release(tc, sizeof(shm_msg_t));
     return;
   }
-  atomic_fetch_add_explicit(&c->ctrl->acks, 1, memory_order_seq_cst);
+  uint64_t acks = atomic_load_explicit(&c->ctrl->acks, memory_order_relaxed);
+  atomic_store_explicit(&c->ctrl->acks, acks + 1, memory_order_release);
   comm_wake_word(c->other_wake);
 }
 

@@ -7,18 +7,24 @@
  * to each other. With N ranks on C such CPUs:
  *   - N <= C: rank r gets the block [r*C/N, (r+1)*C/N): whole cores before
  *     SMT siblings are split, every rank at least one CPU of its own;
- *   - N > C (only with --bind core): rank r gets CPU r mod C.
- * auto binds only when N <= C: ranks that share CPUs are left to the
- * scheduler, which can move a runnable rank to an idle CPU.
+ *   - N > C (core, and shared up to N = 2C): rank r gets CPU r mod C.
+ * auto binds only when N <= C; core always; none never.
  *
- * The default is none (as before --bind existed): on the 2-core
- * development VM pinning did not change latency (8-byte calls at 2 ranks
- * 0.37-0.39 us in most runs either way; the slow runs, 0.6-1.2 us, came in
- * the same minutes bound or not: the host, not the placement) and gave
- * 2-rank CNN training 1744 and 1781 samples/s against 1674 and 1683
- * unbound (bench/results/peers/binding.md). Intel MPI pins by default and
- * Open MPI binds to cores for up to two ranks; on machines with many cores
- * and NUMA nodes pinning matters more than here.
+ * The default, shared, binds only when the ranks share CPUs two to one at
+ * most (C < N <= 2C). There pinning rank r to CPU r mod C kept 4 ranks
+ * on the 2-core development VM in its fast mode: 8-byte all-reduce
+ * 3.8 us a call in 6 of 6 runs, against 6.5-8 us in 5 of 6 unbound
+ * (alternating runs), 8 KiB 5.4-7.0 against 8.7-10.7 us, 3 ranks
+ * unchanged (bench/results/peers/binding.md). With more ranks per CPU a
+ * broadcast root shares its CPU with receivers that preempt it as they
+ * wake (8 ranks: 8 KiB 10 us pinned, 1.7-7.3 unbound), and with a CPU or
+ * more per rank pinning changed nothing here
+ * (8-byte calls at 2 ranks 0.37-0.39 us in most runs either way; 2-rank
+ * CNN training 1744 and 1781 samples/s against 1674 and 1683 unbound)
+ * while it would crowd jobs that share a many-core machine onto its
+ * first CPUs: there the scheduler keeps them. Intel MPI pins by default
+ * and Open MPI binds to cores for up to two ranks; on machines with many
+ * cores and NUMA nodes `--bind auto` is what MPI launchers do.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* cpu_set_t, sched_getaffinity */
@@ -37,6 +43,8 @@ int cpubind_parse(const char *s, cpubind_mode_t *out) {
     *out = CPUBIND_NONE;
   else if (strcmp(s, "core") == 0)
     *out = CPUBIND_CORE;
+  else if (strcmp(s, "shared") == 0)
+    *out = CPUBIND_SHARED;
   else
     return -1;
   return 0;
@@ -80,7 +88,8 @@ int cpubind_plan(cpubind_mode_t mode, int n, cpubind_t *out) {
   if (sched_getaffinity(0, sizeof own, &own) != 0)
     return 0; /* nothing known: leave the ranks to the scheduler */
   int c = CPU_COUNT(&own);
-  if (c < 2 || (mode == CPUBIND_AUTO && n > c))
+  if (c < 2 || (mode == CPUBIND_AUTO && n > c) ||
+      (mode == CPUBIND_SHARED && (n <= c || n > 2 * c)))
     return 0;
   cpu_key_t *keys = calloc((size_t)c, sizeof *keys);
   out->sets = calloc((size_t)n, sizeof *out->sets);

@@ -74,7 +74,7 @@ static struct {
   char addr[300];
   char **argv; /* program and its arguments */
   cpubind_mode_t bind;
-} opt = {0, true, 10.0, 0.0, "", NULL, CPUBIND_NONE};
+} opt = {0, true, 10.0, 0.0, "", NULL, CPUBIND_SHARED};
 static cpubind_t binding; /* the ranks' CPU sets; binding.n 0: unbound */
 
 static rank_t *ranks;
@@ -91,7 +91,8 @@ static bool out_dead[3]; /* our stdout/stderr hit EPIPE: drop output */
 
 static const char usage_line[] =
     "usage: sharcrun -n N [--port P | --addr HOST:PORT] [--grace S] "
-    "[--timeout S] [--bind auto|core|none] [--no-prefix] [--] program "
+    "[--timeout S] [--bind shared|auto|core|none] [--no-prefix] [--] "
+    "program "
     "[args...]\n";
 
 static void usage_full(FILE *f) {
@@ -109,12 +110,15 @@ static void usage_full(FILE *f) {
       "                    their own before SIGTERM (default 10; SIGKILL 3 s "
       "later)\n"
       "  --timeout S       terminate the job after S seconds (exit 124)\n"
-      "  --bind MODE       CPUs per rank, from those sharcrun may use: none\n"
-      "                    (default; SHARC_BIND sets it too) never pins; auto\n"
-      "                    pins each rank to CPUs of its own when there are\n"
-      "                    no more ranks than CPUs, else leaves them unbound;\n"
-      "                    core pins always (rank r to CPU r mod C when\n"
-      "                    oversubscribed). SHARC_DEBUG=INFO prints the sets.\n"
+      "  --bind MODE       CPUs per rank, from those sharcrun may use (C):\n"
+      "                    shared (default; SHARC_BIND sets it too) pins rank\n"
+      "                    r to CPU r mod C when ranks share CPUs two to one\n"
+      "                    at most (C < N <= 2C), else leaves them unbound;\n"
+      "                    auto pins each rank to CPUs of its own when there\n"
+      "                    are no more ranks than CPUs, else leaves them\n"
+      "                    unbound; core pins always (rank r to CPU r mod C\n"
+      "                    when oversubscribed); none never pins.\n"
+      "                    SHARC_DEBUG=INFO prints the sets.\n"
       "  --no-prefix       pass output through without the \"[rank] \" prefix\n"
       "  -h, --help / --version\n\n"
       "Exit status: 0 if every rank exited 0, else the first failing rank's "
@@ -182,7 +186,7 @@ static void parse_args(int argc, char **argv) {
   int port = -1;
   const char *v = getenv("SHARC_BIND");
   if (v && *v && cpubind_parse(v, &opt.bind) != 0)
-    usage_error("SHARC_BIND wants auto, core or none, got '%s'", v);
+    usage_error("SHARC_BIND wants shared, auto, core or none, got '%s'", v);
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -222,7 +226,7 @@ static void parse_args(int argc, char **argv) {
         usage_error("--grace wants seconds >= 0, got '%s'", v);
     } else if ((v = opt_value(argv, argc, &i, "--bind"))) {
       if (cpubind_parse(v, &opt.bind) != 0)
-        usage_error("--bind wants auto, core or none, got '%s'", v);
+        usage_error("--bind wants shared, auto, core or none, got '%s'", v);
     } else if ((v = opt_value(argv, argc, &i, "--timeout"))) {
       if (!parse_seconds(v, &opt.timeout) || opt.timeout <= 0.0)
         usage_error("--timeout wants seconds > 0, got '%s'", v);
@@ -479,7 +483,10 @@ static void report_binding(void) {
     fprintf(stderr, "sharcrun: %d rank%s unbound (--bind %s)\n", opt.n,
             opt.n == 1 ? "" : "s",
             opt.bind == CPUBIND_NONE ? "none"
-                                     : "auto: more ranks than CPUs, or one");
+            : opt.bind == CPUBIND_SHARED
+                ? "shared: at most one rank or more than two per CPU, or one "
+                  "CPU"
+                : "auto: more ranks than CPUs, or one");
     return;
   }
   for (int r = 0; r < opt.n; r++) {

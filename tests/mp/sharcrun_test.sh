@@ -186,11 +186,11 @@ check "--version" test "$RC:$(lines "$OUT" '^sharcrun (sharc) [0-9]')" = "0:1"
 # than two, only the refusals are checked (said below).
 run --bind bogus true
 check "--bind bogus: exit 2 naming the option" \
-  test "$RC:$(lines "$ERR" "^sharcrun: --bind wants auto, core or none, got 'bogus'")" = "2:1"
+  test "$RC:$(lines "$ERR" "^sharcrun: --bind wants shared, auto, core or none, got 'bogus'")" = "2:1"
 RC=0
 SHARC_BIND=sideways timeout 60 "$SR" -n 1 true >"$OUT" 2>"$ERR" </dev/null || RC=$?
 check "SHARC_BIND=sideways: exit 2 naming the variable" \
-  test "$RC:$(lines "$ERR" "^sharcrun: SHARC_BIND wants auto")" = "2:1"
+  test "$RC:$(lines "$ERR" "^sharcrun: SHARC_BIND wants shared, auto")" = "2:1"
 mapfile -t cpus < <(taskset -cp $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' |
   awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }')
 if [ "${#cpus[@]}" -ge 2 ]; then
@@ -222,8 +222,19 @@ if [ "${#cpus[@]}" -ge 2 ]; then
   RC=0
   timeout 60 taskset -c "$two" "$SR" -n 2 sh -c "$allowed" >"$OUT" 2>"$ERR" \
     </dev/null || RC=$?
-  check "no --bind: unbound" test "$RC:$(sort "$OUT")" = \
+  check "no --bind, 2 ranks on 2 CPUs: unbound" test "$RC:$(sort "$OUT")" = \
     "0:$(printf '[0] %s\n[1] %s' "$both" "$both")"
+  RC=0
+  timeout 60 taskset -c "$two" "$SR" -n 4 sh -c "$allowed" >"$OUT" 2>"$ERR" \
+    </dev/null || RC=$?
+  check "no --bind (shared), 4 ranks on 2 CPUs: round robin" \
+    test "$RC:$(sort "$OUT")" = "0:$(printf '[0] %s\n[1] %s\n[2] %s\n[3] %s' \
+      "${cpus[0]}" "${cpus[1]}" "${cpus[0]}" "${cpus[1]}")"
+  RC=0
+  timeout 60 taskset -c "$two" "$SR" --bind shared -n 5 sh -c "$allowed" \
+    >"$OUT" 2>"$ERR" </dev/null || RC=$?
+  check "--bind shared, 5 ranks on 2 CPUs: unbound" \
+    test "$RC:$(sort -u "$OUT" | sed 's/^\[[0-9]\] //' | sort -u)" = "0:$both"
 else
   echo "sharcrun_test: --bind placement not checked: this process may run on ${#cpus[@]} CPU(s), it needs 2"
 fi

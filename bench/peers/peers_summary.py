@@ -9,7 +9,7 @@ of backend "sharc" and of the peer, "mpi" or "ccl"). Per rank count and
 collective it draws n<N>_<collective>.png: bus bandwidth against size,
 log-log, out of place (--inplace: in place), with
 
-- sharc -R 0 and -R 1 alone (sharcrun: ranks not bound to cores);
+- sharc -R 0 and -R 1 alone (sharcrun's default binding, --bind shared);
 - sharc -R 0 and -R 1 beside the peers: per size the median over the
   peers' jobs (sharc ran beside each, in the same processes, under that
   peer's launcher and its binding of ranks to cores);
@@ -225,7 +225,7 @@ def main():
     md = ["# sharc against its peers: %s (%s)" % (tag, "in place" if a.inplace
                                                   else "out of place"),
           "",
-          "sharc -R r: sharc alone under sharcrun (ranks not bound); "
+          "sharc -R r: sharc alone under sharcrun (its default binding: ranks pinned only where they share CPUs two to one at most); "
           "beside -R r: sharc in the peers' jobs, in the same processes as "
           "each peer, under its launcher (the median over those jobs; the "
           "sharc columns show it where sharc did not run alone). Each "

@@ -39,8 +39,9 @@
 # Sizes: 8 B, 32 B, .. 32 MiB (x4), then 64, 128, 256 MiB (x2: the x4 series
 # from 8 B holds no 256 MiB). Jobs (rank 0's output <job>.txt, -J <job>.json):
 #   <lib>_n<N>_R<r>_<part>   part: small (.. 32 MiB), big (64 MiB ..)
-# sharc alone runs under its own launcher, sharcrun, which leaves the ranks
-# unbound; every peer's job runs sharc beside the peer under the peer's
+# sharc alone runs under its own launcher, sharcrun, with its default
+# binding (--bind shared: ranks pinned only where they share CPUs two to
+# one at most, 4 ranks on 2 cores); every peer's job runs sharc beside the peer under the peer's
 # launcher, whose binding policy sharc then gets too (Intel MPI pins each
 # rank to a core, Open MPI binds to cores at 2 ranks, Hydra does not bind).
 # Launchers: Intel MPI and oneCCL through Intel MPI's mpirun

@@ -11,37 +11,75 @@
 #else
 #include <sharc.h>
 #endif
-static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e9+t.tv_nsec;}
-static int cmp(const void*a,const void*b){double x=*(const double*)a,y=*(const double*)b;return x<y?-1:x>y;}
-static double med(double*v,int n){qsort(v,n,sizeof*v,cmp);return v[n/2];}
-int main(int argc,char**argv){
-  int n=argc>1?atoi(argv[1]):20000, rank, nr; char buf[8]={0};
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double med(double *v, int n) {
+  qsort(v, n, sizeof *v, cmp);
+  return v[n / 2];
+}
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 20000, rank, nr;
+  char buf[8] = {0};
 #ifdef USE_MPI
-  MPI_Init(&argc,&argv); MPI_Comm_rank(MPI_COMM_WORLD,&rank); MPI_Comm_size(MPI_COMM_WORLD,&nr);
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nr);
 #define BARRIER() MPI_Barrier(MPI_COMM_WORLD)
-#define BCAST() MPI_Bcast(buf,2,MPI_FLOAT,0,MPI_COMM_WORLD)
+#define BCAST() MPI_Bcast(buf, 2, MPI_FLOAT, 0, MPI_COMM_WORLD)
 #else
-  sharc_comm_t c; if(sharc_comm_init_env(&c)) return 1; sharc_comm_rank(c,&rank); sharc_comm_size(c,&nr);
-#define BARRIER() sharc_barrier(c,NULL)
-#define BCAST() sharc_broadcast(buf,buf,2,SHARC_F32,0,c,NULL)
+  sharc_comm_t c;
+  if (sharc_comm_init_env(&c))
+    return 1;
+  sharc_comm_rank(c, &rank);
+  sharc_comm_size(c, &nr);
+#define BARRIER() sharc_barrier(c, NULL)
+#define BCAST() sharc_broadcast(buf, buf, 2, SHARC_F32, 0, c, NULL)
 #endif
-  double *t=malloc(2*(size_t)n*sizeof*t), *all=malloc(2*(size_t)n*nr*sizeof*t);
-  for(int it=-2000;it<n;it++){ BARRIER(); double t0=now(); BCAST(); double t1=now(); if(it>=0){t[2*it]=t0;t[2*it+1]=t1;} }
+  double *t = malloc(2 * (size_t)n * sizeof *t),
+         *all = malloc(2 * (size_t)n * nr * sizeof *t);
+  for (int it = -2000; it < n; it++) {
+    BARRIER();
+    double t0 = now();
+    BCAST();
+    double t1 = now();
+    if (it >= 0) {
+      t[2 * it] = t0;
+      t[2 * it + 1] = t1;
+    }
+  }
 #ifdef USE_MPI
-  MPI_Gather(t,2*n,MPI_DOUBLE,all,2*n,MPI_DOUBLE,0,MPI_COMM_WORLD);
+  MPI_Gather(t, 2 * n, MPI_DOUBLE, all, 2 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 #else
-  sharc_gather(t,all,2*(size_t)n,SHARC_F64,0,c,NULL);
+  sharc_gather(t, all, 2 * (size_t)n, SHARC_F64, 0, c, NULL);
 #endif
-  if(rank==0){
-    double *sk=malloc(n*sizeof*sk),*o0=malloc(n*sizeof*sk),*o1=malloc(n*sizeof*sk),*mx=malloc(n*sizeof*sk),*lat=malloc(n*sizeof*sk);
-    for(int i=0;i<n;i++){double *a=all+2*i,*b=all+2*(size_t)n*(nr-1)+2*i; /* rank 0 and the last rank */
-      sk[i]=b[0]-a[0]; o0[i]=a[1]-a[0]; o1[i]=b[1]-b[0]; mx[i]=o0[i]>o1[i]?o0[i]:o1[i]; lat[i]=b[1]-a[0];}
-    printf("exit skew (last rank - rank 0) %.0f ns | own: rank 0 %.0f, last %.0f | per-call max %.0f | root call to last receipt %.0f\n",
-      med(sk,n),med(o0,n),med(o1,n),med(mx,n),med(lat,n));
+  if (rank == 0) {
+    double *sk = malloc(n * sizeof *sk), *o0 = malloc(n * sizeof *sk),
+           *o1 = malloc(n * sizeof *sk), *mx = malloc(n * sizeof *sk),
+           *lat = malloc(n * sizeof *sk);
+    for (int i = 0; i < n; i++) {
+      double *a = all + 2 * i, *b = all + 2 * (size_t)n * (nr - 1) +
+                                    2 * i; /* rank 0 and the last rank */
+      sk[i] = b[0] - a[0];
+      o0[i] = a[1] - a[0];
+      o1[i] = b[1] - b[0];
+      mx[i] = o0[i] > o1[i] ? o0[i] : o1[i];
+      lat[i] = b[1] - a[0];
+    }
+    printf("exit skew (last rank - rank 0) %.0f ns | own: rank 0 %.0f, last "
+           "%.0f | per-call max %.0f | root call to last receipt %.0f\n",
+           med(sk, n), med(o0, n), med(o1, n), med(mx, n), med(lat, n));
   }
 #ifdef USE_MPI
   MPI_Finalize();
 #else
   sharc_comm_destroy(c);
 #endif
-  return 0;}
+  return 0;
+}

@@ -5,7 +5,9 @@
  */
 #include "call.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cost.h"
 #include "dispatch.h"
@@ -44,18 +46,61 @@ static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
   return (sched_algo_t)c->algo;
 }
 
+/* SHARC_DEBUG=INFO: says which algorithm runs coll at this size and
+ * what the cost model estimated for each candidate, once per collective
+ * and power of two of bytes (a size's choice holds for the communicator's
+ * life: the inputs are fixed at init). */
+static void log_choice(struct sharc_comm *comm, sched_coll_t coll, size_t bytes,
+                       sched_algo_t a, const char *why) {
+  int bit = 0;
+  for (size_t b = bytes; b > 1 && bit < 63; b >>= 1)
+    bit++;
+  uint64_t mask = 1ull << bit;
+  if ((unsigned)coll >= SCHED_COLL_COUNT || !log_enabled(LOG_INFO, SUB_COMM) ||
+      (atomic_fetch_or_explicit(&comm->algo_logged[coll], mask,
+                                memory_order_relaxed) &
+       mask))
+    return;
+  const comm_cfg_t *c = &comm->cfg;
+  sched_links_t links = {comm->nhosts, comm->local_max, c->alpha_us,
+                         c->beta_gbs,  c->net_alpha_us, c->net_beta_gbs};
+  char est[320];
+  size_t o = 0;
+  est[0] = '\0';
+  for (int al = 0; al < SCHED_ALGO_COUNT && o + 40 < sizeof est; al++) {
+    double us = sched_cost_links_us((sched_algo_t)al, coll, comm->nranks, bytes,
+                                    &links);
+    if (isfinite(us))
+      o += (size_t)snprintf(est + o, sizeof est - o, "%s%s %.3g", o ? ", " : "",
+                            sched_algo_name((sched_algo_t)al), us);
+  }
+  INFO(SUB_COMM,
+       "%s of %zu bytes on %d ranks: %s (%s; the cost model's estimates, us: "
+       "%s; alpha %g us, beta %g GB/s)",
+       sched_coll_fn(coll), bytes, comm->nranks, sched_algo_name(a), why,
+       o ? est : "none", c->alpha_us, c->beta_gbs);
+}
+
 /* pick's choice, or the cost model's where the choice (forced by
  * SHARC_ALGO or SHARC_TREE_MAX_BYTES) lacks the collective: gather and
  * scatter have one algorithm. */
 sched_algo_t call_pick_algo(struct sharc_comm *comm, sched_coll_t coll,
                             size_t bytes) {
-  sched_algo_t a = pick(comm, coll, bytes);
-  if (sched_algo_supports(a, coll))
-    return a;
   const comm_cfg_t *c = &comm->cfg;
-  sched_links_t links = {comm->nhosts, comm->local_max, c->alpha_us,
-                         c->beta_gbs,  c->net_alpha_us, c->net_beta_gbs};
-  return sched_pick_links(coll, comm->nranks, bytes, &links);
+  sched_algo_t a = pick(comm, coll, bytes);
+  const char *why = c->algo != COMM_ALGO_AUTO ? "SHARC_ALGO"
+                    : c->tree_max > 0         ? "SHARC_TREE_MAX_BYTES"
+                    : coll == SCHED_BARRIER && comm->oversubscribed
+                        ? "ranks share cores: fan-in/fan-out"
+                        : "the cost model's cheapest";
+  if (!sched_algo_supports(a, coll)) {
+    sched_links_t links = {comm->nhosts, comm->local_max, c->alpha_us,
+                           c->beta_gbs,  c->net_alpha_us, c->net_beta_gbs};
+    a = sched_pick_links(coll, comm->nranks, bytes, &links);
+    why = "the cost model's cheapest: the algorithm asked for lacks it";
+  }
+  log_choice(comm, coll, bytes, a, why);
+  return a;
 }
 
 int call_inplace(const coll_call_t *c, size_t esize) {

@@ -129,6 +129,10 @@ struct sharc_comm {
    * whose turn it is, so the turn's handoff (serving, sequentially
    * consistent) orders its accesses */
   sched_cache_t sched_cache;
+  /* SHARC_DEBUG=INFO: the call sizes (bit: floor(log2 bytes)) whose
+   * algorithm choice was logged, per collective (call.c; a GPU path
+   * plans at enqueue, on the caller's thread: atomic) */
+  _Atomic uint64_t algo_logged[SCHED_COLL_COUNT];
 };
 
 typedef struct sharc_comm sharc_comm_s;

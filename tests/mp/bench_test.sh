@@ -197,6 +197,23 @@ grep -q 'one operation enqueued and synchronized' "$tmp/call.out" || fail "--tim
 grep -q 'one operation called blocking' "$tmp/ok.out" || fail "default run: not --timing call with blocking calls"
 grep -q 'buffers cold (--cold 1' "$tmp/stream.out" || fail "--cold 1 not named in the header"
 
+# SHARC_DEBUG=INFO names the algorithm each collective runs at each size
+# (once per power of two), why, and the cost model's estimates; SHARC_ALGO
+# forcing one is named as the reason
+SHARC_DEBUG=INFO SHARC_DEBUG_SUBSYS=COMM "$run" -n 3 "$bench" all_reduce,broadcast \
+  -b 8 -e 32K -f 64 -n 1 -w 0 --passes 1 >"$tmp/algo.out" 2>&1 || fail "INFO run failed"
+for sz in 8 512 32768; do
+  for c in all_reduce broadcast; do
+    grep "^\[0\].*COMM sharc_$c of $sz bytes on 3 ranks: [a-z]* (the cost model's cheapest; the cost model's estimates, us: ring [0-9.e+]*" "$tmp/algo.out" >/dev/null ||
+      { grep COMM "$tmp/algo.out"; fail "INFO: no algorithm line for $c of $sz bytes"; }
+  done
+done
+[ "$(grep -c '^\[0\].*COMM sharc_all_reduce of 512 bytes' "$tmp/algo.out")" = 1 ] || fail "INFO: algorithm line repeated for one size"
+SHARC_ALGO=ring SHARC_DEBUG=INFO SHARC_DEBUG_SUBSYS=COMM "$run" -n 2 "$bench" all_reduce \
+  -b 64 -e 64 -n 1 -w 0 --passes 1 >"$tmp/algo2.out" 2>&1 || fail "INFO run with SHARC_ALGO failed"
+grep -q "^\[0\].*COMM sharc_all_reduce of 64 bytes on 2 ranks: ring (SHARC_ALGO;" "$tmp/algo2.out" ||
+  { grep COMM "$tmp/algo2.out"; fail "INFO: SHARC_ALGO=ring not named as the reason"; }
+
 # bad usage: exit 2 with a message
 "$run" -n 1 --no-prefix "$bench" all_reduce -a 7 >"$tmp/use.out" 2>&1
 [ $? -eq 2 ] && grep -q -- "-a takes" "$tmp/use.out" || fail "bad -a not refused"

@@ -126,6 +126,11 @@ const char *err_last(void);
     "in place by same-host peers only from this many bytes; smaller ones "     \
     "are copied through the FIFO, faster while the data sits in the "          \
     "sender's cache (0: in place from any size)")                              \
+  X(SHM_DIRECT_MIN_BYTES, "SHARC_SHM_DIRECT_MIN_BYTES", "2048",                \
+    "same-host peers read a registered buffer in place only from this many "   \
+    "bytes; smaller messages are copied through the FIFO, where the wait for " \
+    "the reader's acknowledgement costs more than the copy (0: in place from " \
+    "any size)")                                                               \
   X(SHM_DIRECT_SHARED_BYTES, "SHARC_SHM_DIRECT_SHARED_BYTES", "16384",         \
     "where a host has more ranks than cores, a rank sending to several "       \
     "peers at once (a broadcast's or scatter's root) lets them read in "       \

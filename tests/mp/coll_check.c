@@ -504,6 +504,7 @@ static void run_mem(void) {
        .op = DATA_OP_COPY,
        .inplace = 1,
        .count = 262147},
+      /* messages below SHARC_SHM_DIRECT_MIN_BYTES: through the FIFO */
       {.coll = C_AG, .dt = SHARC_U8, .op = DATA_OP_COPY, .count = 1001},
       {.coll = C_AR,
        .dt = SHARC_F32,

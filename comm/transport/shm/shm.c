@@ -192,7 +192,7 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
    * acknowledgement, each reader needing a core first, costs more than
    * the copies (bench/results/shm_direct_shared/). */
   if ((ok & (DIRECT_MEMFD | DIRECT_CMA)) && !tc->framed_only &&
-      !(tc->fresh && bytes < s->fresh_min) &&
+      bytes >= s->inplace_min && !(tc->fresh && bytes < s->fresh_min) &&
       !(tc->fanout > 1 && bytes < s->direct_min) &&
       mem_find(src, bytes, &ref)) {
     if (ref.kind == MEM_ALLOCATED && (ok & DIRECT_MEMFD)) {

@@ -417,6 +417,8 @@ sharc_status_t shm_setup(struct sharc_comm *comm) {
   s->direct = param_int(PARAM_SHM_DIRECT) != 0 && s->nlocal <= SHM_MAX_DIRECT;
   int64_t fresh = param_int(PARAM_SHM_DIRECT_FRESH_BYTES);
   s->fresh_min = fresh > 0 ? (size_t)fresh : 0;
+  int64_t least = param_int(PARAM_SHM_DIRECT_MIN_BYTES);
+  s->inplace_min = least > 0 ? (size_t)least : 0;
   int64_t shared = param_int(PARAM_SHM_DIRECT_SHARED_BYTES);
   s->direct_min = comm->oversubscribed && shared > 0 ? (size_t)shared : 0;
   if (!s->segs || !s->local_of || !s->conns || !s->maps)

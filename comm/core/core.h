@@ -131,12 +131,12 @@ const char *err_last(void);
     "bytes; smaller messages are copied through the FIFO, where the wait for " \
     "the reader's acknowledgement costs more than the copy (0: in place from " \
     "any size)")                                                               \
-  X(SHM_DIRECT_SHARED_BYTES, "SHARC_SHM_DIRECT_SHARED_BYTES", "16384",         \
-    "where a host has more ranks than cores, a rank sending to several "       \
-    "peers at once (a broadcast's or scatter's root) lets them read in "       \
-    "place only from this many bytes: below it, waiting for every reader "     \
-    "(each needing a core first) costs more than the copies it saves (0: "     \
-    "in place from any size)")                                                 \
+  X(SHM_DIRECT_SHARED_BYTES, "SHARC_SHM_DIRECT_SHARED_BYTES", "65536",         \
+    "where a host has more ranks than cores, same-host peers read a "          \
+    "registered buffer in place only from this many bytes (instead of "        \
+    "SHARC_SHM_DIRECT_MIN_BYTES): below it, waiting for the reader's "         \
+    "acknowledgement, the reader needing a core first, costs more than the "   \
+    "copy it saves (0: SHARC_SHM_DIRECT_MIN_BYTES applies)")                   \
   X(TCP_FIFO_BYTES, "SHARC_TCP_FIFO_BYTES", "4194304",                         \
     "bytes of each TCP staging FIFO per peer and channel")                     \
   X(TCP_DIRECT_BYTES, "SHARC_TCP_DIRECT_BYTES", "262144",                      \

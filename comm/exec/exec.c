@@ -34,7 +34,6 @@ typedef struct {
   int direct;             /* the peer reads our buffer / we read the peer's */
   const uint8_t *dsrc;    /* receive in place: the sender's bytes */
   int fresh;              /* a SEND of bytes this rank has just written */
-  int fanout;             /* SENDs in this op's round (SEND ops) */
 } op_state_t;
 
 #define EXEC_CHECK_INTERVAL_NS 100000000ull /* liveness check period */
@@ -133,7 +132,6 @@ static int begin(op_state_t *st, void *const bufs[3], size_t esize) {
   int r;
   if (o->kind == SCHED_SEND) {
     c->fresh = st->fresh;
-    c->fanout = st->fanout;
     r = c->tp->send_begin(c, buf_at(bufs, o->src_buf, o->src_off, esize),
                           st->bytes);
   } else {
@@ -361,9 +359,6 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
   size_t first = s->round_start[r], n = s->round_start[r + 1] - first;
   /* a connection made now (tcp) gives up on its peer at this deadline */
   uint64_t deadline = start + comm->cfg.timeout_ns;
-  int sends = 0;
-  for (size_t i = 0; i < n; i++)
-    sends += s->ops[first + i].kind == SCHED_SEND;
   for (size_t i = 0; i < n; i++) {
     const sched_op_t *o = &s->ops[first + i];
     op_state_t *st = &sts[i];
@@ -393,7 +388,6 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     st->fresh =
         s->fresh_sends && (o->src_buf != SCHED_BUF_SEND ||
                            bufs[SCHED_BUF_SEND] == bufs[SCHED_BUF_RECV]);
-    st->fanout = sends;
   }
 
   size_t slice = comm->cfg.slice;

@@ -54,10 +54,6 @@ typedef struct transport_conn {
   /* Set by the executor before each send_begin: 1 when the bytes were
    * just written by this rank (sched_t.fresh_sends, from RECV or TMP). */
   int fresh;
-  /* Set by the executor before each send_begin: how many SENDs the
-   * current round of this rank has (a root sending to several peers at
-   * once: more than 1). */
-  int fanout;
   struct sharc_comm *comm; /* set by a wrapping layer; NULL otherwise */
 } transport_conn_t;
 

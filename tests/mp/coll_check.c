@@ -531,14 +531,19 @@ static void run_mem(void) {
        .op = DATA_OP_COPY,
        .root = X.n - 1,
        .count = 1000},
-      /* a root sending to several peers at once where ranks share cores:
-       * below SHARC_SHM_DIRECT_SHARED_BYTES through the FIFOs (above), from
-       * it read in place */
+      /* where ranks share cores: below SHARC_SHM_DIRECT_SHARED_BYTES
+       * through the FIFOs (8 KiB), from it read in place (80 KB); with a
+       * core per rank both from 2 KiB (SHARC_SHM_DIRECT_MIN_BYTES) */
       {.coll = C_BC,
        .dt = SHARC_F32,
        .op = DATA_OP_COPY,
        .root = 0,
-       .count = 8191},
+       .count = 2047},
+      {.coll = C_BC,
+       .dt = SHARC_F32,
+       .op = DATA_OP_COPY,
+       .root = 0,
+       .count = 20011},
       {.coll = C_SC, .dt = SHARC_F32, .op = DATA_OP_COPY, .count = 1000},
       {.coll = C_SC, .dt = SHARC_F32, .op = DATA_OP_COPY, .count = 5003},
   };

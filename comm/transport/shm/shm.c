@@ -184,16 +184,14 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   mem_ref_t ref;
   unsigned ok =
       s->direct ? atomic_load(&seg_hdr(s, c->local)->direct_ok[s->me]) : 0;
-  /* Data the sender has just written sits in its core's cache: below
+  /* Below inplace_min the sender's wait for the reader's acknowledgement
+   * costs more than the copy through the FIFO, the more where ranks share
+   * cores and the reader needs a core first (bench/results/shm_direct_min/).
+   * Data the sender has just written sits in its core's cache: below
    * fresh_min the peer copies it faster out of the FIFO than it reads it
-   * in place (bench/results/peers/registered_allreduce.md). A sender of
-   * several messages at once (a broadcast's or a scatter's root) where
-   * ranks share cores: below direct_min, waiting for every reader's
-   * acknowledgement, each reader needing a core first, costs more than
-   * the copies (bench/results/shm_direct_shared/). */
+   * in place (bench/results/peers/registered_allreduce.md). */
   if ((ok & (DIRECT_MEMFD | DIRECT_CMA)) && !tc->framed_only &&
       bytes >= s->inplace_min && !(tc->fresh && bytes < s->fresh_min) &&
-      !(tc->fanout > 1 && bytes < s->direct_min) &&
       mem_find(src, bytes, &ref)) {
     if (ref.kind == MEM_ALLOCATED && (ok & DIRECT_MEMFD)) {
       m.kind = SHM_MSG_DIRECT;

@@ -87,11 +87,10 @@ struct shm_state {
   int named;          /* path names it: unlink in teardown */
   int direct;         /* SHARC_SHM_DIRECT */
   size_t fresh_min;   /* SHARC_SHM_DIRECT_FRESH_BYTES */
-  size_t inplace_min; /* SHARC_SHM_DIRECT_MIN_BYTES: the least read in place */
-  size_t direct_min;  /* SHARC_SHM_DIRECT_SHARED_BYTES where ranks share
-                         cores (comm->oversubscribed), else 0: the least
-                         bytes read in place from a sender of several
-                         messages in one round */
+  size_t inplace_min; /* the least bytes read in place:
+                         SHARC_SHM_DIRECT_MIN_BYTES, or where ranks share
+                         cores (comm->oversubscribed) the larger
+                         SHARC_SHM_DIRECT_SHARED_BYTES */
   shm_map_t *maps;    /* [nlocal * SHM_MAP_CACHE] peer regions mapped */
   uint64_t map_tick;
 };

@@ -420,7 +420,8 @@ sharc_status_t shm_setup(struct sharc_comm *comm) {
   int64_t least = param_int(PARAM_SHM_DIRECT_MIN_BYTES);
   s->inplace_min = least > 0 ? (size_t)least : 0;
   int64_t shared = param_int(PARAM_SHM_DIRECT_SHARED_BYTES);
-  s->direct_min = comm->oversubscribed && shared > 0 ? (size_t)shared : 0;
+  if (comm->oversubscribed && shared > least)
+    s->inplace_min = (size_t)shared;
   if (!s->segs || !s->local_of || !s->conns || !s->maps)
     return comm_error(comm, SHARC_ERR_NO_MEM, "shm: out of memory");
   for (int i = 0; i < s->nlocal; i++)

@@ -12,25 +12,37 @@
 #include "cost.h"
 #include "dispatch.h"
 
-static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
-                         size_t bytes) {
+/* The links the cost model prices, from the rank table and SHARC_*. */
+static sched_links_t comm_links(const struct sharc_comm *comm) {
   const comm_cfg_t *c = &comm->cfg;
-  double alpha = c->alpha_us, beta = c->beta_gbs;
-  sched_links_t links = {comm->nhosts, comm->local_max, alpha,
-                         beta,         c->net_alpha_us, c->net_beta_gbs};
+  return (sched_links_t){comm->nhosts, comm->local_max, c->alpha_us,
+                         c->beta_gbs,  c->net_alpha_us, c->net_beta_gbs};
+}
+
+/* The algorithm for coll at this size; *why: the reason, for the log. */
+static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
+                         size_t bytes, const sched_links_t *links,
+                         const char **why) {
+  const comm_cfg_t *c = &comm->cfg;
   if (c->algo == COMM_ALGO_AUTO) {
-    if (c->tree_max > 0)
+    if (c->tree_max > 0) {
+      *why = "SHARC_TREE_MAX_BYTES";
       return bytes <= (size_t)c->tree_max ? SCHED_ALGO_TREE : SCHED_ALGO_RING;
+    }
     /* With more ranks on a host than cores, a barrier fans in to rank 0
      * and out from it: each rank waits once, not in each of log2 n rounds
      * that need every rank on a core, and rank 0 leaves first, so a
      * broadcast from it that follows finds its root running (measured at
      * 3, 4 and 8 ranks on 2 cores: docs/benchmarks.md). Every rank must
      * choose alike: the flag comes from the rank table. */
-    if (coll == SCHED_BARRIER && comm->oversubscribed)
+    if (coll == SCHED_BARRIER && comm->oversubscribed) {
+      *why = "ranks share cores: fan-in/fan-out";
       return SCHED_ALGO_DIRECT;
-    return sched_pick_links(coll, comm->nranks, bytes, &links);
+    }
+    *why = "the cost model's cheapest";
+    return sched_pick_links(coll, comm->nranks, bytes, links);
   }
+  *why = "SHARC_ALGO";
   if (c->algo == COMM_ALGO_TREE_FAMILY) {
     if (coll != SCHED_ALL_REDUCE)
       return SCHED_ALGO_TREE;
@@ -38,8 +50,8 @@ static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
     sched_algo_t best = SCHED_ALGO_TREE;
     const sched_algo_t fam[] = {SCHED_ALGO_RABENSEIFNER, SCHED_ALGO_DBTREE};
     for (int i = 0; i < 2; i++)
-      if (sched_cost_links_us(fam[i], coll, comm->nranks, bytes, &links) <
-          sched_cost_links_us(best, coll, comm->nranks, bytes, &links))
+      if (sched_cost_links_us(fam[i], coll, comm->nranks, bytes, links) <
+          sched_cost_links_us(best, coll, comm->nranks, bytes, links))
         best = fam[i];
     return best;
   }
@@ -51,25 +63,20 @@ static sched_algo_t pick(struct sharc_comm *comm, sched_coll_t coll,
  * and power of two of bytes (a size's choice holds for the communicator's
  * life: the inputs are fixed at init). */
 static void log_choice(struct sharc_comm *comm, sched_coll_t coll, size_t bytes,
-                       sched_algo_t a, const char *why) {
-  int bit = 0;
-  for (size_t b = bytes; b > 1 && bit < 63; b >>= 1)
-    bit++;
-  uint64_t mask = 1ull << bit;
+                       const sched_links_t *links, sched_algo_t a,
+                       const char *why) {
+  uint64_t mask = 1ull << (bytes > 1 ? 63 - __builtin_clzll(bytes) : 0);
   if ((unsigned)coll >= SCHED_COLL_COUNT || !log_enabled(LOG_INFO, SUB_COMM) ||
       (atomic_fetch_or_explicit(&comm->algo_logged[coll], mask,
                                 memory_order_relaxed) &
        mask))
     return;
-  const comm_cfg_t *c = &comm->cfg;
-  sched_links_t links = {comm->nhosts, comm->local_max, c->alpha_us,
-                         c->beta_gbs,  c->net_alpha_us, c->net_beta_gbs};
   char est[320];
   size_t o = 0;
   est[0] = '\0';
   for (int al = 0; al < SCHED_ALGO_COUNT && o + 40 < sizeof est; al++) {
-    double us = sched_cost_links_us((sched_algo_t)al, coll, comm->nranks, bytes,
-                                    &links);
+    double us =
+        sched_cost_links_us((sched_algo_t)al, coll, comm->nranks, bytes, links);
     if (isfinite(us))
       o += (size_t)snprintf(est + o, sizeof est - o, "%s%s %.3g", o ? ", " : "",
                             sched_algo_name((sched_algo_t)al), us);
@@ -78,7 +85,7 @@ static void log_choice(struct sharc_comm *comm, sched_coll_t coll, size_t bytes,
        "%s of %zu bytes on %d ranks: %s (%s; the cost model's estimates, us: "
        "%s; alpha %g us, beta %g GB/s)",
        sched_coll_fn(coll), bytes, comm->nranks, sched_algo_name(a), why,
-       o ? est : "none", c->alpha_us, c->beta_gbs);
+       o ? est : "none", comm->cfg.alpha_us, comm->cfg.beta_gbs);
 }
 
 /* pick's choice, or the cost model's where the choice (forced by
@@ -86,20 +93,14 @@ static void log_choice(struct sharc_comm *comm, sched_coll_t coll, size_t bytes,
  * scatter have one algorithm. */
 sched_algo_t call_pick_algo(struct sharc_comm *comm, sched_coll_t coll,
                             size_t bytes) {
-  const comm_cfg_t *c = &comm->cfg;
-  sched_algo_t a = pick(comm, coll, bytes);
-  const char *why = c->algo != COMM_ALGO_AUTO ? "SHARC_ALGO"
-                    : c->tree_max > 0         ? "SHARC_TREE_MAX_BYTES"
-                    : coll == SCHED_BARRIER && comm->oversubscribed
-                        ? "ranks share cores: fan-in/fan-out"
-                        : "the cost model's cheapest";
+  sched_links_t links = comm_links(comm);
+  const char *why;
+  sched_algo_t a = pick(comm, coll, bytes, &links, &why);
   if (!sched_algo_supports(a, coll)) {
-    sched_links_t links = {comm->nhosts, comm->local_max, c->alpha_us,
-                           c->beta_gbs,  c->net_alpha_us, c->net_beta_gbs};
     a = sched_pick_links(coll, comm->nranks, bytes, &links);
     why = "the cost model's cheapest: the algorithm asked for lacks it";
   }
-  log_choice(comm, coll, bytes, a, why);
+  log_choice(comm, coll, bytes, &links, a, why);
   return a;
 }
 

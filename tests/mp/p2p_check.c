@@ -7,7 +7,10 @@
  *                           rank posting send and receive in its own
  *                           order; blocking and on a host stream) and
  *                           without a group; messages of one pair matched
- *                           in order; all-to-all's blocks by grouped sends
+ *                           in order; a burst of 100 messages of rank 0's
+ *                           before the last rank receives, one call at a
+ *                           time and in a group; all-to-all's blocks by
+ *                           grouped sends
  *                           and receives to every peer (itself included),
  *                           posted in a different order on every rank;
  *                           sharc_all_to_allv with uneven and empty blocks;
@@ -247,6 +250,51 @@ static void ordering(void) {
   }
 }
 
+/* Rank 0 runs ahead of the last rank, which starts receiving only after
+ * 50 ms: BURST messages of sizes around the shm framing's bounds (48 bytes
+ * in the header, 8 KiB whole in the FIFO, FIFO-sized) posted one call at a
+ * time, then once more in one group, more than the FIFO's 32 header slots
+ * hold, so the sender must wait for slots and the receiver wake it. Each
+ * message is checked. */
+#define BURST 100
+static void burst(void) {
+  static const size_t sz[] = {8, 48, 49, 1000, 4096, 5000, 8192, 8193, 0};
+  const size_t nsz = sizeof sz / sizeof sz[0];
+  int last = nr - 1;
+  if (nr < 2 || (me != 0 && me != last))
+    return;
+  uint8_t *b[BURST];
+  for (int i = 0; i < BURST; i++)
+    b[i] = malloc(sz[i % nsz] + 1);
+  for (int grouped = 0; grouped < 2; grouped++) {
+    int t0 = 200 + grouped * BURST;
+    if (me == last)
+      usleep(50000);
+    if (grouped)
+      check_st(sharc_group_start(), world, "burst group start");
+    for (int i = 0; i < BURST; i++) {
+      size_t n = sz[i % nsz];
+      sharc_status_t st;
+      if (me == 0) {
+        fill(b[i], n, 0, last, t0 + i);
+        st = sharc_send(b[i], n, SHARC_U8, last, world, NULL);
+      } else {
+        memset(b[i], 0, n);
+        st = sharc_recv(b[i], n, SHARC_U8, 0, world, NULL);
+      }
+      check_st(st, world, "burst");
+    }
+    if (grouped)
+      check_st(sharc_group_end(), world, "burst group end");
+    if (me == last)
+      for (int i = 0; i < BURST; i++)
+        if (!verify(b[i], sz[i % nsz], 0, last, t0 + i, "burst"))
+          break;
+  }
+  for (int i = 0; i < BURST; i++)
+    free(b[i]);
+}
+
 /* All-to-all's blocks by one group of sends and receives with every rank,
  * itself included, posted in an order of this rank's own; compared with
  * sharc_all_to_all of the same input. */
@@ -473,6 +521,7 @@ static int run_sweep(int quick) {
       ring(dt, counts[c], t++, 0, dt % 2 ? NULL : stream);
     }
   ordering();
+  burst();
   all_pairs(1000, NULL);
   all_pairs(70000, stream);
   all_to_allv(NULL);

@@ -3,12 +3,12 @@
  *
  * Every rank owns one POSIX shared-memory segment holding its wake word,
  * a failure notice, and its inbound FIFOs: one per (local sender, channel).
- * A sender writes straight into the receiver's FIFO and bumps a head
- * counter; the receiver reads (copies or reduces) in place and bumps the
- * tail. Both ring the other's doorbell, which costs a system call only when
- * the other side is asleep. Pages are touched only for FIFOs in use (each
- * made resident when its connection is first used, on hosts of up to 8
- * ranks: prefault), so the full mesh costs address space, not memory.
+ * A sender writes straight into the receiver's FIFO and posts a message
+ * header; the receiver reads (copies or reduces) in place and releases
+ * what it consumed. Both ring the other's doorbell, which costs a system
+ * call only when the other side is asleep. Pages are touched only for FIFOs in
+ * use (each made resident when its connection is first used, on hosts of up to
+ * 8 ranks: prefault), so the full mesh costs address space, not memory.
  *
  * The segments themselves (setup, liveness, failure notices, teardown)
  * are shm_seg.c's.
@@ -26,34 +26,49 @@
 #include "mem.h"
 #include "shm_impl.h"
 
-/* Every message starts with this 64-byte header in the FIFO: either its
- * bytes follow inline, or the receiver reads them in place from the
+/* Every message has a 64-byte header, in a ring of SHM_HDR_SLOTS slots in
+ * the FIFO's control page, apart from the data: its bytes follow in the
+ * data FIFO (INL1, streamed as the FIFO has room), or lie there whole
+ * already (WHL1, at `offset`), or the receiver reads them in place from the
  * sender's sharc_mem_alloc region (memfd `fd` of the sender, opened through
  * /proc/<pid>/fd) and acknowledges, or (SML1) they are small enough to
  * travel in the header itself, in place of the region fields.
  *
- * SML1 makes a small message one cache line, committed once and released
- * once: the receiver reduces or copies straight out of the FIFO and
- * releases the header when done, so to the executor it is an in-place
- * message (send_begin and recv_begin return 1; the sender is done at once,
- * the receiver's recv_done releases it). An 8-byte all-reduce pays half the
- * atomic operations and cache-line transfers of a header plus a payload
- * line. Not under SHARC_FAULT, whose hooks count and corrupt the bytes that
- * go through the FIFO payload path. */
+ * The receiver learns that a header is there from the header alone: its
+ * first word, written last, holds the kind and a tag (the header's number
+ * plus one, mod 2^32), which tells it from the header a lap before in the
+ * same slot. The ring only ever holds headers, so no stale payload can
+ * pass for one. Polling the slot instead of the sender's head counter
+ * saves a message one cache miss on the receiver's critical path (the
+ * counter, then the header) and keeps the counter's line with the sender;
+ * an 8-byte all-reduce at 2 ranks took 200 ns a call before, 140 after
+ * (docs/benchmarks.md).
+ *
+ * SML1 and WHL1 are read by the receiver straight out of the FIFO, which
+ * it releases when done, so to the executor they are in-place messages
+ * (send_begin and recv_begin return 1; the sender is done at once, the
+ * receiver's recv_done releases them): one header, one release, and no
+ * read of the head counter. WHL1 takes messages up to SHM_WHOLE_MAX that
+ * fit the data FIFO in one piece now. Neither under SHARC_FAULT, whose
+ * hooks count and corrupt the bytes that go through the FIFO payload
+ * path. */
 #define SHM_MSG_INLINE 0x314c4e49u /* "INL1" */
 #define SHM_MSG_DIRECT 0x31524944u /* "DIR1" */
 #define SHM_MSG_CMA 0x31414d43u    /* "CMA1": offset is the sender's address */
 #define SHM_MSG_SMALL 0x314c4d53u  /* "SML1": the bytes from region_id on */
+#define SHM_MSG_WHOLE 0x314c4857u  /* "WHL1": data FIFO bytes at offset */
+#define SHM_WHOLE_MAX 8192
 typedef struct {
-  uint32_t kind;
-  int32_t fd;
+  uint32_t kind; /* with tag: the first word, written last */
+  uint32_t tag;
   uint64_t bytes;
   uint64_t region_id;
   uint64_t offset;
   uint64_t region_size;
-  uint8_t pad[24];
+  int32_t fd;
+  uint8_t pad[20];
 } shm_msg_t;
-_Static_assert(sizeof(shm_msg_t) == 64, "shm_msg_t is one FIFO unit");
+_Static_assert(sizeof(shm_msg_t) == 64, "shm_msg_t is one header slot");
 /* SML1 payload: bytes [16, 64) of the header, 16-byte aligned in the FIFO */
 #define SHM_SMALL_OFF offsetof(shm_msg_t, region_id)
 #define SHM_SMALL_MAX (sizeof(shm_msg_t) - SHM_SMALL_OFF)
@@ -110,6 +125,7 @@ static sharc_status_t shm_connect(struct sharc_comm *comm, int peer, int chan,
     int owner = is_send ? pl : s->me, sender = is_send ? s->me : pl;
     c->ctrl = fifo_ctrl(s, owner, sender, chan);
     c->data = (uint8_t *)c->ctrl + 4096;
+    c->ring = (uint8_t *)c->ctrl + SHM_HDR_RING_OFF;
     c->cap = s->fifo_bytes;
     prefault(s, c->data, c->cap);
     c->tail_seen = atomic_load_explicit(&c->ctrl->tail, memory_order_acquire);
@@ -167,17 +183,71 @@ static void shm_recv_release(transport_conn_t *tc, size_t bytes) {
   comm_wake_word(c->other_wake);
 }
 
+static inline uint8_t *hdr_slot(const shm_conn_t *c, uint64_t n) {
+  return c->ring + (size_t)(n % SHM_HDR_SLOTS) * sizeof(shm_msg_t);
+}
+
+/* The first word of header number n, of kind `kind`. */
+static inline uint64_t hdr_word(uint32_t kind, uint64_t n) {
+  return kind | (uint64_t)(uint32_t)(n + 1) << 32;
+}
+
+/* Whether the sender has a free header slot; like the data's tail, the
+ * receiver's htail is reread only when half the ring seems in use. */
+static int hdr_room(shm_conn_t *c) {
+  if (c->hdr_next - c->htail_seen >= SHM_HDR_SLOTS / 2)
+    c->htail_seen = atomic_load_explicit(&c->ctrl->htail, memory_order_acquire);
+  return c->hdr_next - c->htail_seen < SHM_HDR_SLOTS;
+}
+
+/* Writes header m into the next slot, its first word last, and rings the
+ * receiver; the release store orders the data and the header before the
+ * word the receiver polls. */
+static void hdr_post(shm_conn_t *c, const shm_msg_t *m) {
+  uint8_t *slot = hdr_slot(c, c->hdr_next);
+  memcpy(slot + 8, (const uint8_t *)m + 8, sizeof *m - 8);
+  atomic_store_explicit((_Atomic uint64_t *)slot,
+                        hdr_word(m->kind, c->hdr_next), memory_order_release);
+  c->hdr_next++;
+  comm_wake_word(c->other_wake);
+}
+
+/* The receiver's release of the header it read last. */
+static void hdr_release(shm_conn_t *c) {
+  atomic_store_explicit(&c->ctrl->htail, ++c->hdr_next, memory_order_release);
+}
+
+/* WHL1: copies the message into the data FIFO in one piece (from its start
+ * when it would wrap) and sets *at to where; 0: no room now (the message is
+ * streamed instead). */
+static int whole_put(shm_conn_t *c, const void *src, size_t bytes,
+                     uint64_t *at) {
+  size_t wire = transport_wire_bytes(bytes);
+  uint64_t head = atomic_load_explicit(&c->ctrl->head, memory_order_relaxed);
+  size_t off = (size_t)(head % c->cap);
+  size_t need = (c->cap - off < wire ? c->cap - off : 0) + wire;
+  size_t space = c->cap - (size_t)(head - c->tail_seen);
+  if (space < need || space < c->cap / 2) {
+    c->tail_seen = atomic_load_explicit(&c->ctrl->tail, memory_order_acquire);
+    space = c->cap - (size_t)(head - c->tail_seen);
+    if (space < need)
+      return 0;
+  }
+  *at = head + need - wire;
+  memcpy(c->data + (size_t)(*at % c->cap), src, bytes);
+  atomic_store_explicit(&c->ctrl->head, head + need, memory_order_relaxed);
+  return 1;
+}
+
 static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   shm_conn_t *c = (shm_conn_t *)tc;
   struct shm_state *s = c->comm->tp_state[TRANSPORT_SHM];
-  void *p;
-  if (shm_send_space(tc, &p) < sizeof(shm_msg_t))
+  if (!hdr_room(c))
     return -1;
   if (bytes <= SHM_SMALL_MAX && !tc->framed_only) {
-    shm_msg_t sm = {.kind = SHM_MSG_SMALL, .fd = -1, .bytes = bytes};
+    shm_msg_t sm = {.kind = SHM_MSG_SMALL, .bytes = bytes};
     memcpy((uint8_t *)&sm + SHM_SMALL_OFF, src, bytes);
-    memcpy(p, &sm, sizeof sm);
-    shm_send_commit(tc, sizeof sm);
+    hdr_post(c, &sm);
     return 1; /* done: send_done holds no acknowledgement back for it */
   }
   shm_msg_t m = {.kind = SHM_MSG_INLINE, .fd = -1, .bytes = bytes};
@@ -207,10 +277,12 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   int inplace = m.kind != SHM_MSG_INLINE;
   if (inplace)
     c->direct_posted++;
+  else if (bytes <= SHM_WHOLE_MAX && !tc->framed_only &&
+           whole_put(c, src, bytes, &m.offset))
+    m.kind = SHM_MSG_WHOLE; /* done, as SML1 */
   transport_header_sent(tc->peer, &m, sizeof m, "message header");
-  memcpy(p, &m, sizeof m);
-  shm_send_commit(tc, sizeof m);
-  return inplace;
+  hdr_post(c, &m);
+  return m.kind != SHM_MSG_INLINE;
 }
 
 static int shm_send_done(transport_conn_t *tc) {
@@ -261,14 +333,18 @@ static const uint8_t *map_region(shm_conn_t *c, const shm_msg_t *m) {
 static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
                           const void **direct) {
   shm_conn_t *c = (shm_conn_t *)tc;
-  const void *p;
-  if (shm_recv_avail(tc, &p) < sizeof(shm_msg_t))
-    return -1;
+  const uint8_t *slot = hdr_slot(c, c->hdr_next);
+  uint64_t w = atomic_load_explicit((const _Atomic uint64_t *)slot,
+                                    memory_order_acquire);
+  if ((uint32_t)(w >> 32) != (uint32_t)(c->hdr_next + 1))
+    return -1; /* not posted yet */
   shm_msg_t m;
-  memcpy(&m, p, sizeof m);
+  memcpy((uint8_t *)&m + 8, slot + 8, sizeof m - 8);
+  m.kind = (uint32_t)w;
   struct sharc_comm *comm = c->comm;
   if (m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT &&
-      m.kind != SHM_MSG_CMA && m.kind != SHM_MSG_SMALL) {
+      m.kind != SHM_MSG_CMA && m.kind != SHM_MSG_SMALL &&
+      m.kind != SHM_MSG_WHOLE) {
     /* Every message starts with a header; anything else is garbage in the
      * FIFO (memory corruption, or a sender out of step with the stream). */
     char why[320];
@@ -291,12 +367,30 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
     comm_fail(comm, -1, SHARC_ERR_MISMATCH, why);
     return -1;
   }
-  if (m.kind == SHM_MSG_SMALL) { /* read in the FIFO; recv_done releases */
-    c->small_held = 1;
-    *direct = (const uint8_t *)p + SHM_SMALL_OFF;
+  if (m.kind == SHM_MSG_SMALL) { /* read in the slot; recv_done releases */
+    c->held = 1;
+    *direct = slot + SHM_SMALL_OFF;
     return 1;
   }
-  shm_recv_release(tc, sizeof m);
+  if (m.kind == SHM_MSG_WHOLE) { /* read in the data FIFO; recv_done too */
+    size_t off = (size_t)(m.offset % c->cap);
+    if (bytes > c->cap - off) {
+      char why[256];
+      snprintf(why, sizeof why,
+               "rank %d (host %s) sent a message header placing %zu bytes "
+               "past the end of the shared-memory FIFO: it holds corrupt "
+               "bytes",
+               tc->peer, comm->peers[tc->peer].host, bytes);
+      comm_fail(comm, tc->peer, SHARC_ERR_MISMATCH, why);
+      return -1;
+    }
+    c->held = 2;
+    c->held_tail = m.offset + transport_wire_bytes(bytes);
+    *direct = c->data + off;
+    return 1;
+  }
+  hdr_release(c);
+  comm_wake_word(c->other_wake);
   if (m.kind == SHM_MSG_INLINE)
     return 0;
   if (m.kind == SHM_MSG_CMA) {
@@ -340,9 +434,12 @@ static sharc_status_t shm_recv_copy(transport_conn_t *tc, void *dst, size_t off,
 
 static void shm_recv_done(transport_conn_t *tc) {
   shm_conn_t *c = (shm_conn_t *)tc;
-  if (c->small_held) {
-    c->small_held = 0;
-    shm_recv_release(tc, sizeof(shm_msg_t));
+  if (c->held) {
+    if (c->held == 2)
+      atomic_store_explicit(&c->ctrl->tail, c->held_tail, memory_order_release);
+    c->held = 0;
+    hdr_release(c);
+    comm_wake_word(c->other_wake);
     return;
   }
   uint64_t acks = atomic_load_explicit(&c->ctrl->acks, memory_order_relaxed);

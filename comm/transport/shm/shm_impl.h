@@ -17,11 +17,19 @@
 #define SHM_MAGIC 0x53484152434d454dull /* "SHARCMEM" */
 #define SHM_DIR "/dev/shm"
 
+/* A FIFO's control page: its counters, then the ring of message headers
+ * (shm.c); the data follows the page. */
 typedef struct {
-  _Alignas(64) _Atomic uint64_t head; /* bytes written by the sender */
-  _Alignas(64) _Atomic uint64_t tail; /* bytes consumed by the receiver */
-  _Alignas(64) _Atomic uint64_t acks; /* in-place reads finished */
+  _Alignas(64) _Atomic uint64_t head;  /* data bytes written by the sender */
+  _Alignas(64) _Atomic uint64_t tail;  /* data bytes consumed by the receiver */
+  _Alignas(64) _Atomic uint64_t acks;  /* in-place reads finished */
+  _Alignas(64) _Atomic uint64_t htail; /* headers consumed by the receiver */
 } shm_fifo_ctrl_t;
+#define SHM_HDR_RING_OFF 2048 /* the header ring's offset in the page */
+#define SHM_HDR_SLOTS 32      /* 64-byte header slots in the ring */
+_Static_assert(sizeof(shm_fifo_ctrl_t) <= SHM_HDR_RING_OFF &&
+                   SHM_HDR_RING_OFF + SHM_HDR_SLOTS * 64 <= 4096,
+               "the counters and the header ring fit the control page");
 
 #define DIRECT_MEMFD 1u
 #define DIRECT_CMA 2u
@@ -57,10 +65,15 @@ typedef struct {
   wake_word_t *other_wake; /* whom to ring after commit/release */
   int local;               /* peer's local index */
   struct sharc_comm *comm;
+  uint8_t *ring;          /* the header ring (SHM_HDR_SLOTS slots) */
+  uint64_t hdr_next;      /* sender: headers posted; receiver: consumed */
+  uint64_t htail_seen;    /* sender: ctrl->htail when last read (<= it) */
   uint64_t direct_posted; /* sender: in-place messages posted */
   uint64_t cma_addr;      /* receiver: sender's address of the message */
-  int small_held;         /* receiver: an SML1 header not yet released */
-  uint64_t tail_seen;     /* sender: ctrl->tail when last read (<= it) */
+  int held;               /* receiver: 1 an SML1 header not yet released,
+                             2 a WHL1 header and its data up to held_tail */
+  uint64_t held_tail;
+  uint64_t tail_seen; /* sender: ctrl->tail when last read (<= it) */
 } shm_conn_t;
 
 typedef struct {

@@ -67,6 +67,7 @@ static struct sharc_comm *comm_alloc(void) {
   pthread_mutex_init(&c->order_lock, NULL);
   pthread_cond_init(&c->order_cond, NULL);
   c->wake = &c->wake_private;
+  c->progress = c->progress_private;
   c->listen_fd = -1;
   c->notify_abort = transport_notify_abort_all;
   return c;

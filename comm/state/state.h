@@ -87,6 +87,12 @@ struct sharc_comm {
   /* waiting */
   wake_word_t *wake; /* points into the shm segment or wake_private */
   wake_word_t wake_private;
+  /* How many collectives this rank has entered ([0]) and completed ([1]),
+   * where its same-host peers read them (its shm segment: the peer board,
+   * transport.h) or progress_private: a store of each per call, no call
+   * through the transports. */
+  _Atomic uint64_t *progress;
+  _Atomic uint64_t progress_private[2];
   fail_word_t fail;       /* this rank's view of the job failure; `failed`
                              is set last, once the rest is filled in */
   _Atomic int fail_claim; /* first comm_fail caller wins */

@@ -114,9 +114,9 @@ typedef struct transport {
    * message, for timeout diagnostics (which collective a peer is in, whom
    * it waits on) and failure notices left before a peer died. Each returns
    * at once and does nothing on a comm it has no state for. */
-  /* Publishes how many collectives this rank has entered / completed. */
-  void (*publish_progress)(struct sharc_comm *comm, uint64_t entered,
-                           uint64_t completed);
+  /* How many collectives this rank has entered / completed: published
+   * through comm->progress, which a transport with a board points at it
+   * at setup (state.h). */
   /* Publishes the rank this rank's executor sleeps on (-1: none). */
   void (*publish_wait)(struct sharc_comm *comm, int peer);
   /* Collectives peer `rank` has entered; UINT64_MAX if not known. */

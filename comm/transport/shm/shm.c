@@ -465,7 +465,6 @@ const transport_t transport_shm = {
     .check = shm_check,
     .notify_abort = shm_notify_abort,
     .teardown = shm_teardown,
-    .publish_progress = shm_publish_progress,
     .publish_wait = shm_publish_wait,
     .peer_entered = shm_peer_entered,
     .peer_waiting = shm_peer_waiting,

@@ -41,13 +41,13 @@ typedef struct {
   _Atomic uint64_t magic; /* set last: the segment is ready */
   int32_t pid;
   int32_t rank;
-  _Atomic uint32_t mapped;     /* local peers that have mapped this segment */
-  _Atomic uint32_t mapped_all; /* the owner has mapped every local peer's */
-  int32_t seg_fd;              /* owner's descriptor of this segment */
-  _Atomic uint64_t entered;    /* collectives the owner has entered */
-  _Atomic uint64_t completed;  /* ... and completed */
-  uint64_t self_addr;          /* where the owner mapped this header */
-  _Atomic int32_t waiting_on;  /* rank the owner's executor sleeps on, -1 */
+  _Atomic uint32_t mapped;      /* local peers that have mapped this segment */
+  _Atomic uint32_t mapped_all;  /* the owner has mapped every local peer's */
+  int32_t seg_fd;               /* owner's descriptor of this segment */
+  _Atomic uint64_t progress[2]; /* collectives the owner has entered,
+                                   completed (comm->progress) */
+  uint64_t self_addr;           /* where the owner mapped this header */
+  _Atomic int32_t waiting_on;   /* rank the owner's executor sleeps on, -1 */
   _Alignas(64) wake_word_t wake;
   _Alignas(64) fail_word_t fail;
   /* direct_ok[i]: what the owner can read of local rank i in place:
@@ -127,8 +127,6 @@ sharc_status_t shm_check(transport_conn_t *tc);
 void shm_notify_abort(struct sharc_comm *comm, int failed_rank,
                       sharc_status_t st);
 void shm_teardown(struct sharc_comm *comm, uint64_t deadline);
-void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
-                          uint64_t completed);
 void shm_publish_wait(struct sharc_comm *comm, int peer);
 int shm_peer_waiting(struct sharc_comm *comm, int rank);
 uint64_t shm_peer_entered(struct sharc_comm *comm, int rank);

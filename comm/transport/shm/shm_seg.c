@@ -337,8 +337,12 @@ static sharc_status_t init_segment(struct sharc_comm *comm, struct shm_state *s,
   h->seg_fd = fd;
   h->self_addr = (uint64_t)(uintptr_t)h;
   atomic_store(&h->waiting_on, -1);
-  /* The wake word moves into shared memory so local peers can ring it. */
+  /* The wake word moves into shared memory so local peers can ring it,
+   * and the progress counters so they can read them. */
   comm->wake = &h->wake;
+  atomic_store(&h->progress[0], atomic_load(&comm->progress[0]));
+  atomic_store(&h->progress[1], atomic_load(&comm->progress[1]));
+  comm->progress = h->progress;
   atomic_store(&h->magic, SHM_MAGIC);
   return SHARC_OK;
 }
@@ -376,6 +380,7 @@ static sharc_status_t create_segment(struct sharc_comm *comm,
     INFO(SUB_SHM, "shm: cannot link %s (%s); creating it by name", s->path,
          strerror(e));
     comm->wake = &comm->wake_private;
+    comm->progress = comm->progress_private;
     munmap(s->segs[s->me].base, s->seg_bytes);
     close(fd);
     s->segs[s->me] = (shm_seg_t){NULL, 0, -1};
@@ -460,16 +465,6 @@ sharc_status_t shm_setup(struct sharc_comm *comm) {
   return SHARC_OK;
 }
 
-void shm_publish_progress(struct sharc_comm *comm, uint64_t entered,
-                          uint64_t completed) {
-  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
-  if (!s || !s->segs)
-    return;
-  shm_header_t *h = seg_hdr(s, s->me);
-  atomic_store_explicit(&h->entered, entered, memory_order_relaxed);
-  atomic_store_explicit(&h->completed, completed, memory_order_relaxed);
-}
-
 void shm_publish_wait(struct sharc_comm *comm, int peer) {
   struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (s && s->segs && s->segs[s->me].base)
@@ -483,12 +478,13 @@ int shm_peer_waiting(struct sharc_comm *comm, int rank) {
       s->local_of[rank] < 0 || !s->segs[s->local_of[rank]].base)
     return -2;
   shm_header_t *h = seg_hdr(s, s->local_of[rank]);
-  if (atomic_load_explicit(&h->entered, memory_order_relaxed) != comm->seq + 1)
+  if (atomic_load_explicit(&h->progress[0], memory_order_relaxed) !=
+      comm->seq + 1)
     return -3;
   int w = atomic_load_explicit(&h->waiting_on, memory_order_relaxed);
   /* Out of it already: done (nothing published), or failed in it (its last
    * wait stays published: follow it). */
-  if (atomic_load_explicit(&h->completed, memory_order_relaxed) != comm->seq)
+  if (atomic_load_explicit(&h->progress[1], memory_order_relaxed) != comm->seq)
     return w >= 0 ? w : -3;
   return w;
 }
@@ -498,7 +494,7 @@ uint64_t shm_peer_entered(struct sharc_comm *comm, int rank) {
   if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
       s->local_of[rank] < 0)
     return UINT64_MAX;
-  return atomic_load_explicit(&seg_hdr(s, s->local_of[rank])->entered,
+  return atomic_load_explicit(&seg_hdr(s, s->local_of[rank])->progress[0],
                               memory_order_relaxed);
 }
 
@@ -554,6 +550,7 @@ void shm_teardown(struct sharc_comm *comm, uint64_t deadline) {
     /* Keep the wake word valid for anyone still holding the comm. */
     comm->wake = &comm->wake_private;
   }
+  comm->progress = comm->progress_private;
   /* Our name (still there after a failed setup) goes while our lock says
    * we are alive; then the names of local peers that died with theirs. */
   if (s->named)

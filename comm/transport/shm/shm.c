@@ -136,20 +136,26 @@ static sharc_status_t shm_connect(struct sharc_comm *comm, int peer, int chan,
   return SHARC_OK;
 }
 
-/* The sender rereads the receiver's tail only when the tail it saw last
- * leaves less than half the FIFO free: a small message then costs no read
- * of the line the receiver writes on every release (a cache miss on each
- * side), and the receiver's next release finds that line still its own.
- * An old tail only understates the space. */
+/* Free bytes of the data FIFO with the sender at head. The sender rereads
+ * the receiver's tail only when the tail it saw last leaves less than half
+ * the FIFO (or less than `need` bytes) free: a small message then costs no
+ * read of the line the receiver writes on every release (a cache miss on
+ * each side), and the receiver's next release finds that line still its
+ * own. An old tail only understates the space. */
+static size_t data_free(shm_conn_t *c, uint64_t head, size_t need) {
+  size_t space = c->cap - (size_t)(head - c->tail_seen);
+  if (space < c->cap / 2 || space < need) {
+    c->tail_seen = atomic_load_explicit(&c->ctrl->tail, memory_order_acquire);
+    space = c->cap - (size_t)(head - c->tail_seen);
+  }
+  return space;
+}
+
 static size_t shm_send_space(transport_conn_t *tc, void **ptr) {
   shm_conn_t *c = (shm_conn_t *)tc;
   uint64_t head = atomic_load_explicit(&c->ctrl->head, memory_order_relaxed);
-  uint64_t tail = c->tail_seen;
-  if (c->cap - (size_t)(head - tail) < c->cap / 2)
-    c->tail_seen = tail =
-        atomic_load_explicit(&c->ctrl->tail, memory_order_acquire);
   size_t off = (size_t)(head % c->cap);
-  size_t space = c->cap - (size_t)(head - tail);
+  size_t space = data_free(c, head, 0);
   *ptr = c->data + off;
   return SHARC_MIN(space, c->cap - off);
 }
@@ -212,9 +218,11 @@ static void hdr_post(shm_conn_t *c, const shm_msg_t *m) {
   comm_wake_word(c->other_wake);
 }
 
-/* The receiver's release of the header it read last. */
+/* The receiver's release of the header it read last (and of what it
+ * stored before), rung to the sender, which may wait for a slot. */
 static void hdr_release(shm_conn_t *c) {
   atomic_store_explicit(&c->ctrl->htail, ++c->hdr_next, memory_order_release);
+  comm_wake_word(c->other_wake);
 }
 
 /* WHL1: copies the message into the data FIFO in one piece (from its start
@@ -226,13 +234,8 @@ static int whole_put(shm_conn_t *c, const void *src, size_t bytes,
   uint64_t head = atomic_load_explicit(&c->ctrl->head, memory_order_relaxed);
   size_t off = (size_t)(head % c->cap);
   size_t need = (c->cap - off < wire ? c->cap - off : 0) + wire;
-  size_t space = c->cap - (size_t)(head - c->tail_seen);
-  if (space < need || space < c->cap / 2) {
-    c->tail_seen = atomic_load_explicit(&c->ctrl->tail, memory_order_acquire);
-    space = c->cap - (size_t)(head - c->tail_seen);
-    if (space < need)
-      return 0;
-  }
+  if (data_free(c, head, need) < need)
+    return 0;
   *at = head + need - wire;
   memcpy(c->data + (size_t)(*at % c->cap), src, bytes);
   atomic_store_explicit(&c->ctrl->head, head + need, memory_order_relaxed);
@@ -390,7 +393,6 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
     return 1;
   }
   hdr_release(c);
-  comm_wake_word(c->other_wake);
   if (m.kind == SHM_MSG_INLINE)
     return 0;
   if (m.kind == SHM_MSG_CMA) {
@@ -439,7 +441,6 @@ static void shm_recv_done(transport_conn_t *tc) {
       atomic_store_explicit(&c->ctrl->tail, c->held_tail, memory_order_release);
     c->held = 0;
     hdr_release(c);
-    comm_wake_word(c->other_wake);
     return;
   }
   uint64_t acks = atomic_load_explicit(&c->ctrl->acks, memory_order_relaxed);

@@ -327,24 +327,23 @@ sharc_status_t coll_execute(coll_call_t *call) {
 /* Argument checks shared by every collective; the message names the
  * argument, the value and what to pass instead. */
 static sharc_status_t validate(const coll_call_t *c) {
-  /* the name only for a message: no lookup on the path of a good call */
-#define VALIDATE_FN sched_coll_fn(c->coll)
+  const char *fn = sched_coll_fn(c->coll);
   struct sharc_comm *comm = c->comm;
   if (!comm)
-    return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", VALIDATE_FN);
+    return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   if ((unsigned)c->dtype >= SHARC_DTYPE_COUNT)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: unknown dtype %d; use SHARC_F32 .. SHARC_U64",
-                      VALIDATE_FN, (int)c->dtype);
+                      "%s: unknown dtype %d; use SHARC_F32 .. SHARC_U64", fn,
+                      (int)c->dtype);
   if (sched_coll_reduces(c->coll) && (unsigned)c->op >= SHARC_OP_COUNT)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: unknown reduction op %d; use SHARC_SUM, SHARC_PROD, "
                       "SHARC_MIN, SHARC_MAX or SHARC_AVG",
-                      VALIDATE_FN, (int)c->op);
+                      fn, (int)c->op);
   if (sched_coll_rooted(c->coll) && (c->root < 0 || c->root >= comm->nranks))
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: root %d outside the communicator of %d ranks",
-                      VALIDATE_FN, c->root, comm->nranks);
+                      "%s: root %d outside the communicator of %d ranks", fn,
+                      c->root, comm->nranks);
   if (c->coll == SCHED_BARRIER || c->count == 0)
     return SHARC_OK;
   size_t esize = sharc_dtype_size(c->dtype);
@@ -357,20 +356,18 @@ static sharc_status_t validate(const coll_call_t *c) {
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: count %zu x %zu ranks x %zu bytes overflows the "
                       "address space",
-                      VALIDATE_FN, c->count, per, esize);
+                      fn, c->count, per, esize);
   int root = comm->rank == c->root;
   int need_send =
       root || !(c->coll == SCHED_BROADCAST || c->coll == SCHED_SCATTER);
   int need_recv = root || !(c->coll == SCHED_REDUCE || c->coll == SCHED_GATHER);
   if (need_send && !c->sendbuf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: sendbuf is NULL with count %zu%s", VALIDATE_FN,
-                      c->count,
+                      "%s: sendbuf is NULL with count %zu%s", fn, c->count,
                       sched_coll_rooted(c->coll) ? " on the root" : "");
   if (need_recv && !c->recvbuf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: recvbuf is NULL with count %zu%s", VALIDATE_FN,
-                      c->count,
+                      "%s: recvbuf is NULL with count %zu%s", fn, c->count,
                       sched_coll_rooted(c->coll) ? " on the root" : "");
   if (need_send && need_recv && !call_inplace(c, esize)) {
     int a2a = c->coll == SCHED_ALL_TO_ALL;
@@ -385,11 +382,10 @@ static sharc_status_t validate(const coll_call_t *c) {
                         "%s: sendbuf and recvbuf overlap but not in the "
                         "in-place layout; see sharc.h for where an in-place "
                         "sendbuf lies",
-                        VALIDATE_FN);
+                        fn);
   }
   return SHARC_OK;
 }
-#undef VALIDATE_FN
 
 sharc_status_t coll_check_host_memory(struct sharc_comm *comm, const char *fn,
                                       const void *a, const char *a_name,

@@ -34,6 +34,8 @@ typedef struct {
   int direct;             /* the peer reads our buffer / we read the peer's */
   const uint8_t *dsrc;    /* receive in place: the sender's bytes */
   int fresh;              /* a SEND of bytes this rank has just written */
+  int share;              /* transport_conn_t.share, share_key */
+  uint64_t share_key;
 } op_state_t;
 
 #define EXEC_CHECK_INTERVAL_NS 100000000ull /* liveness check period */
@@ -132,6 +134,8 @@ static int begin(op_state_t *st, void *const bufs[3], size_t esize) {
   int r;
   if (o->kind == SCHED_SEND) {
     c->fresh = st->fresh;
+    c->share = st->share;
+    c->share_key = st->share_key;
     r = c->tp->send_begin(c, buf_at(bufs, o->src_buf, o->src_off, esize),
                           st->bytes);
   } else {
@@ -351,6 +355,32 @@ static sharc_status_t check_conns(const op_state_t *sts, size_t n, int *peer) {
  * (transport_publish_wait), -1 for none; kept current across rounds. start: the
  * time now (time_ns), read by the caller: the round reads the clock again
  * only when it idles, never while it moves bytes. */
+/* Marks the round's runs of consecutive SENDs of the same bytes over one
+ * transport (a broadcast's root: n-1 of them) as groups that the transport
+ * may copy once for all (transport_conn_t.share). */
+static void mark_shared(struct sharc_comm *comm, const sched_t *s, size_t first,
+                        op_state_t *sts, size_t n) {
+  for (size_t i = 0; i < n;) {
+    const sched_op_t *o = &s->ops[first + i];
+    size_t j = i + 1;
+    if (o->kind == SCHED_SEND)
+      while (j < n) {
+        const sched_op_t *q = &s->ops[first + j];
+        if (q->kind != SCHED_SEND || q->src_buf != o->src_buf ||
+            q->src_off != o->src_off || q->count != o->count ||
+            sts[j].conn->tp != sts[i].conn->tp)
+          break;
+        j++;
+      }
+    int group = j - i > 1 ? (int)(j - i) : 0;
+    uint64_t key = group ? ++comm->share_groups : 0;
+    for (; i < j; i++) {
+      sts[i].share = group;
+      sts[i].share_key = key;
+    }
+  }
+}
+
 static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
                                 size_t r, op_state_t *sts, void *const bufs[3],
                                 sharc_dtype_t dtype, sharc_op_t op,
@@ -389,6 +419,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
         s->fresh_sends && (o->src_buf != SCHED_BUF_SEND ||
                            bufs[SCHED_BUF_SEND] == bufs[SCHED_BUF_RECV]);
   }
+  mark_shared(comm, s, first, sts, n);
 
   size_t slice = comm->cfg.slice;
   slice -= slice % 64;

@@ -122,6 +122,9 @@ struct sharc_comm {
    * the recorder's printers (other threads) */
   _Atomic uint64_t seq;
   uint64_t nsplit; /* splits done, for child uids */
+  /* groups of sends of the same bytes started (transport_conn_t.share):
+   * written by the thread whose turn it is */
+  uint64_t share_groups;
 
   /* flight recorder; rec_cur is the running collective's entry */
   recorder_t rec;

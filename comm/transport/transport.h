@@ -54,6 +54,13 @@ typedef struct transport_conn {
   /* Set by the executor before each send_begin: 1 when the bytes were
    * just written by this rank (sched_t.fresh_sends, from RECV or TMP). */
   int fresh;
+  /* Set by the executor before each send_begin: share > 1 when this send
+   * is one of `share` sends of the same bytes over this transport in one
+   * round (a broadcast's root), all with the same share_key, which no other
+   * group ever has: the transport may copy the bytes once for all of them
+   * (shm's outbox). 0: a send of its own. */
+  int share;
+  uint64_t share_key;
   struct sharc_comm *comm; /* set by a wrapping layer; NULL otherwise */
 } transport_conn_t;
 

@@ -9,7 +9,9 @@
  *                           without a group; messages of one pair matched
  *                           in order; a burst of 100 messages of rank 0's
  *                           before the last rank receives, one call at a
- *                           time and in a group; all-to-all's blocks by
+ *                           time and in a group; 30 broadcasts of rank
+ *                           0's (48 B-32 KiB + 1) before the last rank
+ *                           takes part, likewise; all-to-all's blocks by
  *                           grouped sends
  *                           and receives to every peer (itself included),
  *                           posted in a different order on every rank;
@@ -295,6 +297,48 @@ static void burst(void) {
     free(b[i]);
 }
 
+/* Broadcasts from rank 0 ahead of a late receiver. The root is done with
+ * a broadcast of up to 32 KiB once its bytes are out, so it issues all of
+ * them while the last rank sleeps: sizes in the header (48 B), in a slot of
+ * the root's shared-memory outbox (49 B-32 KiB, one copy read by every
+ * receiver) and past it (the FIFOs), three times more of them than the
+ * outbox has slots, so the root finds slots the late rank still holds and
+ * sends through the FIFOs instead. One call at a time, then in a group;
+ * every rank checks every message. */
+#define BCAST_AHEAD 30
+static void bcast_ahead(void) {
+  static const size_t sz[] = {48, 49, 1000, 4096, 8193, 32768, 32769};
+  const size_t nsz = sizeof sz / sizeof sz[0];
+  if (nr < 2)
+    return;
+  uint8_t *b[BCAST_AHEAD];
+  for (int i = 0; i < BCAST_AHEAD; i++)
+    b[i] = malloc(sz[i % nsz]);
+  for (int grouped = 0; grouped < 2; grouped++) {
+    int t0 = 500 + grouped * BCAST_AHEAD;
+    if (me == nr - 1)
+      usleep(50000);
+    if (grouped)
+      check_st(sharc_group_start(), world, "broadcast ahead group start");
+    for (int i = 0; i < BCAST_AHEAD; i++) {
+      size_t n = sz[i % nsz];
+      if (me == 0)
+        fill(b[i], n, 0, 0, t0 + i);
+      else
+        memset(b[i], 0, n);
+      check_st(sharc_broadcast(b[i], b[i], n, SHARC_U8, 0, world, NULL), world,
+               "broadcast ahead");
+    }
+    if (grouped)
+      check_st(sharc_group_end(), world, "broadcast ahead group end");
+    for (int i = 0; i < BCAST_AHEAD; i++)
+      if (!verify(b[i], sz[i % nsz], 0, 0, t0 + i, "broadcast ahead"))
+        break;
+  }
+  for (int i = 0; i < BCAST_AHEAD; i++)
+    free(b[i]);
+}
+
 /* All-to-all's blocks by one group of sends and receives with every rank,
  * itself included, posted in an order of this rank's own; compared with
  * sharc_all_to_all of the same input. */
@@ -522,6 +566,7 @@ static int run_sweep(int quick) {
     }
   ordering();
   burst();
+  bcast_ahead();
   all_pairs(1000, NULL);
   all_pairs(70000, stream);
   all_to_allv(NULL);

@@ -58,6 +58,16 @@
 #define SHM_MSG_SMALL 0x314c4d53u  /* "SML1": the bytes from region_id on */
 #define SHM_MSG_WHOLE 0x314c4857u  /* "WHL1": data FIFO bytes at offset */
 #define SHM_WHOLE_MAX 8192
+/* SHR1: the bytes lie in slot `offset` of the sender's outbox, sent to
+ * several local peers at once (transport_conn_t.share). The sender copies
+ * them there once, where it would write one copy into each receiver's FIFO
+ * (a broadcast's root: n-1 copies), and is done at once as for WHL1; each
+ * receiver reads them in the slot and releases it in recv_done. The
+ * sender refills a slot only when no reader still holds it, and sends
+ * through the FIFOs while the next slot is held: it never waits on a
+ * reader. Between SHM_SMALL_MAX and SHM_OUT_SLOT_BYTES only: smaller
+ * messages travel in their headers. */
+#define SHM_MSG_SHARED 0x31524853u /* "SHR1": sender's outbox slot offset */
 typedef struct {
   uint32_t kind; /* with tag: the first word, written last */
   uint32_t tag;
@@ -242,6 +252,36 @@ static int whole_put(shm_conn_t *c, const void *src, size_t bytes,
   return 1;
 }
 
+static inline _Atomic uint32_t *out_left(uint8_t *box, uint64_t slot) {
+  return (_Atomic uint32_t *)(box + (size_t)slot * 64);
+}
+
+static inline uint8_t *out_slot(uint8_t *box, uint64_t slot) {
+  return box + 4096 + (size_t)slot * SHM_OUT_SLOT_BYTES;
+}
+
+/* The outbox slot of tc's group of sends (transport_conn_t.share), filled
+ * with src by the group's first send; -1: none was free. */
+static int out_claim(struct shm_state *s, const transport_conn_t *tc,
+                     const void *src, size_t bytes) {
+  if (tc->share_key == s->share_key && src == s->share_src &&
+      bytes == s->share_bytes)
+    return s->share_slot;
+  s->share_key = tc->share_key;
+  s->share_src = src;
+  s->share_bytes = bytes;
+  s->share_slot = -1;
+  uint8_t *box = outbox(s, s->me);
+  uint64_t k = s->out_next % SHM_OUT_SLOTS;
+  /* acquire: the readers' loads from the slot are done before we write */
+  if (atomic_load_explicit(out_left(box, k), memory_order_acquire) != 0)
+    return -1;
+  memcpy(out_slot(box, k), src, bytes);
+  s->out_next++;
+  s->share_slot = (int)k;
+  return s->share_slot;
+}
+
 static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   shm_conn_t *c = (shm_conn_t *)tc;
   struct shm_state *s = c->comm->tp_state[TRANSPORT_SHM];
@@ -278,10 +318,19 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
     }
   }
   int inplace = m.kind != SHM_MSG_INLINE;
-  if (inplace)
+  int k;
+  if (inplace) {
     c->direct_posted++;
-  else if (bytes <= SHM_WHOLE_MAX && !tc->framed_only &&
-           whole_put(c, src, bytes, &m.offset))
+  } else if (tc->share > 1 && bytes <= SHM_OUT_SLOT_BYTES && !tc->framed_only &&
+             (k = out_claim(s, tc, src, bytes)) >= 0) {
+    m.kind = SHM_MSG_SHARED; /* done, as SML1 */
+    m.offset = (uint64_t)k;
+    /* one more reader to release the slot; the header's release store
+     * publishes the count with it */
+    atomic_fetch_add_explicit(out_left(outbox(s, s->me), (uint64_t)k), 1,
+                              memory_order_relaxed);
+  } else if (bytes <= SHM_WHOLE_MAX && !tc->framed_only &&
+             whole_put(c, src, bytes, &m.offset))
     m.kind = SHM_MSG_WHOLE; /* done, as SML1 */
   transport_header_sent(tc->peer, &m, sizeof m, "message header");
   hdr_post(c, &m);
@@ -347,7 +396,7 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
   struct sharc_comm *comm = c->comm;
   if (m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT &&
       m.kind != SHM_MSG_CMA && m.kind != SHM_MSG_SMALL &&
-      m.kind != SHM_MSG_WHOLE) {
+      m.kind != SHM_MSG_WHOLE && m.kind != SHM_MSG_SHARED) {
     /* Every message starts with a header; anything else is garbage in the
      * FIFO (memory corruption, or a sender out of step with the stream). */
     char why[320];
@@ -390,6 +439,24 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
     c->held = 2;
     c->held_tail = m.offset + transport_wire_bytes(bytes);
     *direct = c->data + off;
+    return 1;
+  }
+  if (m.kind == SHM_MSG_SHARED) { /* read in the sender's outbox */
+    if (m.offset >= SHM_OUT_SLOTS || bytes > SHM_OUT_SLOT_BYTES) {
+      char why[256];
+      snprintf(why, sizeof why,
+               "rank %d (host %s) sent a message header naming %zu bytes in "
+               "outbox slot %llu, outside its outbox: the shared-memory "
+               "header ring holds corrupt bytes",
+               tc->peer, comm->peers[tc->peer].host, bytes,
+               (unsigned long long)m.offset);
+      comm_fail(comm, tc->peer, SHARC_ERR_MISMATCH, why);
+      return -1;
+    }
+    struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
+    c->held = 3;
+    c->held_tail = m.offset;
+    *direct = out_slot(outbox(s, c->local), m.offset);
     return 1;
   }
   hdr_release(c);
@@ -439,6 +506,11 @@ static void shm_recv_done(transport_conn_t *tc) {
   if (c->held) {
     if (c->held == 2)
       atomic_store_explicit(&c->ctrl->tail, c->held_tail, memory_order_release);
+    if (c->held == 3) { /* release: our reads of the slot come before */
+      struct shm_state *s = c->comm->tp_state[TRANSPORT_SHM];
+      atomic_fetch_sub_explicit(out_left(outbox(s, c->local), c->held_tail), 1,
+                                memory_order_release);
+    }
     c->held = 0;
     hdr_release(c);
     return;

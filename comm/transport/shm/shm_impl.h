@@ -31,6 +31,17 @@ _Static_assert(sizeof(shm_fifo_ctrl_t) <= SHM_HDR_RING_OFF &&
                    SHM_HDR_RING_OFF + SHM_HDR_SLOTS * 64 <= 4096,
                "the counters and the header ring fit the control page");
 
+/* Each rank's outbox, after its FIFOs in its own segment: a control page
+ * of SHM_OUT_SLOTS counters (one 64-byte line each: the readers of the
+ * slot's bytes that have not released it yet), then SHM_OUT_SLOTS slots of
+ * SHM_OUT_SLOT_BYTES. A send of the same bytes to several local peers
+ * (shm.c: SHR1) copies them into a slot once and posts each peer a header
+ * naming it. */
+#define SHM_OUT_SLOTS 8
+#define SHM_OUT_SLOT_BYTES 32768
+#define SHM_OUT_BYTES (4096 + (size_t)SHM_OUT_SLOTS * SHM_OUT_SLOT_BYTES)
+_Static_assert(SHM_OUT_SLOTS * 64 <= 4096, "outbox counters fit a page");
+
 #define DIRECT_MEMFD 1u
 #define DIRECT_CMA 2u
 #define DIRECT_PROBED 0x80u
@@ -71,7 +82,8 @@ typedef struct {
   uint64_t direct_posted; /* sender: in-place messages posted */
   uint64_t cma_addr;      /* receiver: sender's address of the message */
   int held;               /* receiver: 1 an SML1 header not yet released,
-                             2 a WHL1 header and its data up to held_tail */
+                             2 a WHL1 header and its data up to held_tail,
+                             3 an SHR1 header and outbox slot held_tail */
   uint64_t held_tail;
   uint64_t tail_seen; /* sender: ctrl->tail when last read (<= it) */
 } shm_conn_t;
@@ -106,7 +118,21 @@ struct shm_state {
                          SHARC_SHM_DIRECT_SHARED_BYTES */
   shm_map_t *maps;    /* [nlocal * SHM_MAP_CACHE] peer regions mapped */
   uint64_t map_tick;
+  size_t out_off;    /* the outbox's offset in every segment */
+  uint64_t out_next; /* outbox slots filled so far */
+  /* the group of sends last given an outbox slot (transport_conn_t.share):
+   * its key, bytes and slot (-1: no slot was free, its sends go through
+   * the FIFOs) */
+  uint64_t share_key;
+  const void *share_src;
+  size_t share_bytes;
+  int share_slot;
 };
+
+/* Local rank `local`'s outbox. */
+static inline uint8_t *outbox(struct shm_state *s, int local) {
+  return s->segs[local].base + s->out_off;
+}
 
 static inline shm_header_t *seg_hdr(struct shm_state *s, int local) {
   return (shm_header_t *)s->segs[local].base;

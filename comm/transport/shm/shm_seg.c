@@ -412,8 +412,9 @@ sharc_status_t shm_setup(struct sharc_comm *comm) {
   s->fifo_bytes = (fb + 4095) & ~(size_t)4095;
   s->stride = 4096 + s->fifo_bytes; /* ctrl page + data */
   s->hdr_bytes = 4096;
-  s->seg_bytes =
-      s->hdr_bytes + (size_t)s->nlocal * (size_t)s->nchan * s->stride;
+  s->out_off = s->hdr_bytes + (size_t)s->nlocal * (size_t)s->nchan * s->stride;
+  s->seg_bytes = s->out_off + SHM_OUT_BYTES;
+  s->share_slot = -1;
   s->segs = calloc((size_t)s->nlocal, sizeof *s->segs);
   s->local_of = malloc((size_t)comm->nranks * sizeof *s->local_of);
   s->conns =

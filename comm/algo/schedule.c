@@ -132,6 +132,17 @@ sharc_status_t sched_finish(sched_t *s) {
     s->nrounds--; /* trailing empty round; round_start[nrounds] stays nops */
   if (s->nchan < 1)
     s->nchan = 1;
+  s->shared_sends = 0;
+  for (size_t r = 0; r < s->nrounds && !s->shared_sends; r++)
+    for (size_t i = s->round_start[r] + 1; i < s->round_start[r + 1]; i++) {
+      const sched_op_t *a = &s->ops[i - 1], *b = &s->ops[i];
+      if (a->kind == SCHED_SEND && b->kind == SCHED_SEND &&
+          a->src_buf == b->src_buf && a->src_off == b->src_off &&
+          a->count == b->count) {
+        s->shared_sends = 1;
+        break;
+      }
+    }
   return SHARC_OK;
 }
 

@@ -68,6 +68,9 @@ typedef struct {
                        caller's input), so a peer reading it in place reads
                        another core's cache: a transport may copy mid-size
                        messages instead (shm, SHARC_SHM_DIRECT_FRESH_BYTES) */
+  int shared_sends; /* some round sends the same bytes to several peers in
+                       a row (a broadcast's root), which a transport may copy
+                       once for all (transport_conn_t.share); sched_finish */
 } sched_t;
 
 typedef enum {

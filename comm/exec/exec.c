@@ -351,13 +351,10 @@ static sharc_status_t check_conns(const op_state_t *sts, size_t n, int *peer) {
   return SHARC_OK;
 }
 
-/* *published: the peer this rank last published as the one it sleeps on
- * (transport_publish_wait), -1 for none; kept current across rounds. start: the
- * time now (time_ns), read by the caller: the round reads the clock again
- * only when it idles, never while it moves bytes. */
 /* Marks the round's runs of consecutive SENDs of the same bytes over one
  * transport (a broadcast's root: n-1 of them) as groups that the transport
- * may copy once for all (transport_conn_t.share). */
+ * may copy once for all (transport_conn_t.share); only in schedules that
+ * have such runs (sched_t.shared_sends). */
 static void mark_shared(struct sharc_comm *comm, const sched_t *s, size_t first,
                         op_state_t *sts, size_t n) {
   for (size_t i = 0; i < n;) {
@@ -381,6 +378,10 @@ static void mark_shared(struct sharc_comm *comm, const sched_t *s, size_t first,
   }
 }
 
+/* *published: the peer this rank last published as the one it sleeps on
+ * (transport_publish_wait), -1 for none; kept current across rounds. start: the
+ * time now (time_ns), read by the caller: the round reads the clock again
+ * only when it idles, never while it moves bytes. */
 static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
                                 size_t r, op_state_t *sts, void *const bufs[3],
                                 sharc_dtype_t dtype, sharc_op_t op,
@@ -397,6 +398,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     st->bytes = o->count * esize;
     st->done = 0;
     st->begun = st->direct = 0;
+    st->share = 0;
     st->dsrc = NULL;
     if (o->kind == SCHED_COPY) { /* sliced in the loop below */
       st->wire = st->bytes;
@@ -419,7 +421,8 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
         s->fresh_sends && (o->src_buf != SCHED_BUF_SEND ||
                            bufs[SCHED_BUF_SEND] == bufs[SCHED_BUF_RECV]);
   }
-  mark_shared(comm, s, first, sts, n);
+  if (s->shared_sends)
+    mark_shared(comm, s, first, sts, n);
 
   size_t slice = comm->cfg.slice;
   slice -= slice % 64;

@@ -9,9 +9,9 @@
  *                           without a group; messages of one pair matched
  *                           in order; a burst of 100 messages of rank 0's
  *                           before the last rank receives, one call at a
- *                           time and in a group; 30 broadcasts of rank
- *                           0's (48 B-32 KiB + 1) before the last rank
- *                           takes part, likewise; all-to-all's blocks by
+ *                           time and in a group; 100 broadcasts of rank
+ *                           0's (48 B-32 KiB) before the last rank takes
+ *                           part, likewise; all-to-all's blocks by
  *                           grouped sends
  *                           and receives to every peer (itself included),
  *                           posted in a different order on every rank;
@@ -298,16 +298,16 @@ static void burst(void) {
 }
 
 /* Broadcasts from rank 0 ahead of a late receiver. The root is done with
- * a broadcast of up to 32 KiB once its bytes are out, so it issues all of
+ * a broadcast of up to 8 KiB once its bytes are out, so it issues all of
  * them while the last rank sleeps: sizes in the header (48 B), in a slot of
- * the root's shared-memory outbox (49 B-32 KiB, one copy read by every
- * receiver) and past it (the FIFOs), three times more of them than the
- * outbox has slots, so the root finds slots the late rank still holds and
- * sends through the FIFOs instead. One call at a time, then in a group;
- * every rank checks every message. */
-#define BCAST_AHEAD 30
+ * the root's shared-memory outbox (49 B-8 KiB, one copy read by every
+ * receiver) and past it (the FIFOs), more of them than the outbox has
+ * slots (16; a late reader can hold 32 headers), so the root finds slots the
+ * late rank still holds and sends through the FIFOs instead. One call at a
+ * time, then in a group; every rank checks every message. */
+#define BCAST_AHEAD 100
 static void bcast_ahead(void) {
-  static const size_t sz[] = {48, 49, 1000, 4096, 8193, 32768, 32769};
+  static const size_t sz[] = {48, 49, 1000, 4096, 8192, 8193, 32768};
   const size_t nsz = sizeof sz / sizeof sz[0];
   if (nr < 2)
     return;

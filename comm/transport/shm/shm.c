@@ -65,8 +65,10 @@
  * receiver reads them in the slot and releases it in recv_done. The
  * sender refills a slot only when no reader still holds it, and sends
  * through the FIFOs while the next slot is held: it never waits on a
- * reader. Between SHM_SMALL_MAX and SHM_OUT_SLOT_BYTES only: smaller
- * messages travel in their headers. */
+ * reader. Between SHM_SMALL_MAX and SHM_OUT_SLOT_BYTES (WHL1's range)
+ * only: smaller messages travel in their headers, and at 16-32 KiB the
+ * slots measured slower than the FIFOs (a 4-rank broadcast at 32 KiB 7 GB/s
+ * against 31; bench/results/shm_outbox_slots/). */
 #define SHM_MSG_SHARED 0x31524853u /* "SHR1": sender's outbox slot offset */
 typedef struct {
   uint32_t kind; /* with tag: the first word, written last */

@@ -37,8 +37,8 @@ _Static_assert(sizeof(shm_fifo_ctrl_t) <= SHM_HDR_RING_OFF &&
  * SHM_OUT_SLOT_BYTES. A send of the same bytes to several local peers
  * (shm.c: SHR1) copies them into a slot once and posts each peer a header
  * naming it. */
-#define SHM_OUT_SLOTS 8
-#define SHM_OUT_SLOT_BYTES 32768
+#define SHM_OUT_SLOTS 16
+#define SHM_OUT_SLOT_BYTES 8192 /* SHM_WHOLE_MAX */
 #define SHM_OUT_BYTES (4096 + (size_t)SHM_OUT_SLOTS * SHM_OUT_SLOT_BYTES)
 _Static_assert(SHM_OUT_SLOTS * 64 <= 4096, "outbox counters fit a page");
 

@@ -263,15 +263,13 @@ static inline uint8_t *out_slot(uint8_t *box, uint64_t slot) {
 }
 
 /* The outbox slot of tc's group of sends (transport_conn_t.share), filled
- * with src by the group's first send; -1: none was free. */
+ * with src by the group's first send (a key names one group, whose sends
+ * all carry the same bytes); -1: none was free. */
 static int out_claim(struct shm_state *s, const transport_conn_t *tc,
                      const void *src, size_t bytes) {
-  if (tc->share_key == s->share_key && src == s->share_src &&
-      bytes == s->share_bytes)
+  if (tc->share_key == s->share_key)
     return s->share_slot;
   s->share_key = tc->share_key;
-  s->share_src = src;
-  s->share_bytes = bytes;
   s->share_slot = -1;
   uint8_t *box = outbox(s, s->me);
   uint64_t k = s->out_next % SHM_OUT_SLOTS;

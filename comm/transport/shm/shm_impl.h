@@ -121,11 +121,9 @@ struct shm_state {
   size_t out_off;    /* the outbox's offset in every segment */
   uint64_t out_next; /* outbox slots filled so far */
   /* the group of sends last given an outbox slot (transport_conn_t.share):
-   * its key, bytes and slot (-1: no slot was free, its sends go through
-   * the FIFOs) */
+   * its key and slot (-1: no slot was free, its sends go through the
+   * FIFOs) */
   uint64_t share_key;
-  const void *share_src;
-  size_t share_bytes;
   int share_slot;
 };
 

@@ -11,19 +11,7 @@
 #else
 #include <sharc.h>
 #endif
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double med(double *v, int n) {
-  qsort(v, n, sizeof *v, cmp);
-  return v[n / 2];
-}
+#include "clock.h"
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 20000, rank, nr;
   char buf[8] = {0};

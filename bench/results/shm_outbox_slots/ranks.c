@@ -6,23 +6,11 @@
  *   gcc -O2 ranks.c -I include -L build -lsharc -o ranks
  *   sharcrun -n 4 ./ranks ITERS BYTES [INPLACE [PRE_BYTES]]
  * PRE_BYTES: 2000 broadcasts of that size first. */
+#include "../barrier_skew/clock.h"
 #include <sharc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double med(double *v, int n) {
-  qsort(v, n, sizeof *v, cmp);
-  return v[n / 2];
-}
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 5000;
   size_t bytes = argc > 2 ? atol(argv[2]) : 8;

@@ -22,7 +22,11 @@ log-log, out of place (--inplace: in place), with
 and writes summary.md: per size the busbw of sharc -R 0 and -R 1 (alone,
 and beside the peers), of every peer, the best peer, and sharc's busbw
 (alone; beside the peers where it did not run alone) over the best
-peer's (> 1: sharc faster). Needs matplotlib (Debian: python3-matplotlib) for the plots only;
+peer's (> 1: sharc faster); then the CPU time per call (the bench's cpu
+column: the process CPU clock around each call, its mean over the calls,
+the most of any rank, in the pass whose busbw the table shows) of sharc
+-R 0 and of every peer's -R 0 job, and sharc's over the least of the
+peers' (< 1: sharc used less). Needs matplotlib (Debian: python3-matplotlib) for the plots only;
 without it the summary is still written.
 """
 import argparse
@@ -78,7 +82,9 @@ def busbw(row, n, inplace):
 def load(folder, inplace):
     """-> data[(n, coll)] = {"alone": {r: {size: [busbw, ...]}},
     "sharc": {r: {size: [busbw, ...]}} (beside the peers),
-    "peers": {lib: {r: {size: busbw}}}}, copy[n] = [memcpy_all, ...]"""
+    "peers": {lib: {r: {size: busbw}}}, "cpu": {lib: {r: {size: [us]}}}
+    (lib "sharc" for sharc alone, "beside" for sharc in the peers' jobs)},
+    copy[n] = [memcpy_all, ...]"""
     data, copy, host = {}, {}, set()
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         m = NAME.match(os.path.basename(path))
@@ -103,7 +109,14 @@ def load(folder, inplace):
             if bw is None:
                 continue
             cell = data.setdefault((n, row["collective"]),
-                                   {"alone": {}, "sharc": {}, "peers": {}})
+                                   {"alone": {}, "sharc": {}, "peers": {},
+                                    "cpu": {}})
+            cpu = row.get("inplace_cpu_us" if inplace else "cpu_us")
+            if cpu is not None:
+                who = (lib if row["backend"] != "sharc" else
+                       "sharc" if lib == "sharc" else "beside")
+                cell["cpu"].setdefault(who, {}).setdefault(r, {}).setdefault(
+                    row["size"], []).append(cpu)
             if row["backend"] == "sharc":
                 where = "alone" if lib == "sharc" else "sharc"
                 cell[where].setdefault(r, {}).setdefault(
@@ -205,6 +218,37 @@ def table(n, coll, alone, beside, peers, lim):
     return lines + [""]
 
 
+def cpu_table(n, coll, cell):
+    """CPU time per call (us): sharc -R 0 (alone, else beside the peers:
+    the median over their jobs) and each peer's -R 0 job (else its lowest
+    -R), and sharc's over the least of the peers'."""
+    cpu = cell.get("cpu", {})
+    src = "sharc" if 0 in cpu.get("sharc", {}) else "beside"
+    sharc = {s: statistics.median(v)
+             for s, v in cpu.get(src, {}).get(0, {}).items()}
+    peers = {lib: {s: min(v) for s, v in by_r[min(by_r)].items()}
+             for lib, by_r in cpu.items() if lib not in ("sharc", "beside")}
+    if not sharc or not peers:
+        return []
+    libs = sorted(peers, key=lambda x: list(LABELS).index(x)
+                  if x in LABELS else 99)
+    head = ["size", "sharc -R 0"] + libs + ["least peer", "sharc / least"]
+    lines = ["### %s, %d ranks: CPU time per call (us)" % (coll, n), "",
+             "| " + " | ".join(head) + " |",
+             "|" + "|".join("---:" for _ in head) + "|"]
+    for s in sorted(sharc):
+        row = [size_label(s), "%.3g" % sharc[s]]
+        row += ["%.3g" % peers[lib][s] if s in peers[lib] else "-"
+                for lib in libs]
+        have = [(peers[lib][s], lib) for lib in libs if s in peers[lib]]
+        least = min(have) if have else None
+        row.append("%.3g %s" % least if least else "-")
+        row.append("%.2f" % (sharc[s] / least[0])
+                   if least and least[0] > 0 else "-")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder")
@@ -237,6 +281,7 @@ def main():
         c = statistics.median(copy[n]) if copy.get(n) else None
         lim = limit(coll, n, c, a.inplace)
         md += table(n, coll, alone, beside, peers, lim)
+        md += cpu_table(n, coll, data[(n, coll)])
         if can_plot:
             print("wrote", plot(a.folder, n, coll, alone, beside, peers, lim,
                                 tag, a.inplace, hosts))

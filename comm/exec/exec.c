@@ -52,21 +52,34 @@ typedef struct {
  * The budget adapts per thread, for what the core count cannot tell: other
  * programs on the cores, or a whole job pinned to fewer cores than ranks.
  * There the peer runs only after this rank yields, so pausing only delays
- * it: a wait that outlasts its pauses halves the next waits' budget, one
- * that ends within them restores the full budget, and while it is cut
- * every EXEC_PAUSE_PROBE-th wait tries the full budget again. */
+ * it. At its first yield a wait publishes the CPU it runs on and reads the
+ * one its peer last yielded on (shares_cpu): a wait that outlasted its
+ * pauses halves the next waits' budget when the peer shares this CPU, one
+ * that ends within them or waited on a peer elsewhere restores the full
+ * budget, and while the budget is cut every EXEC_PAUSE_PROBE-th wait tries
+ * it whole again. Where the peer's CPU is not known (not on shared
+ * memory, or it has not yielded yet), a wait that ended within its first
+ * EXEC_PAUSE_SHORT yields (the peer ran while this rank yielded) halves
+ * the budget and a longer one leaves it. Before, every wait past the
+ * pauses halved it: the waits of a 32 MiB call left none, and the small
+ * calls after it yielded (1.2 us each) until probes restored it, a slow
+ * first size after each large one in every pass of a sweep
+ * (bench/results/pause_budget/). */
 #define EXEC_PAUSE_POLLS 32
 #define EXEC_PAUSE_PROBE 16
+#define EXEC_PAUSE_SHORT 2
 
 typedef struct {
   int64_t budget;  /* pause polls of the next wait */
   uint32_t probes; /* waits since the last full-budget probe */
+  int shared;      /* shares_cpu() of the current wait, -1: none */
 } pause_state_t;
-static _Thread_local pause_state_t pause_tl = {EXEC_PAUSE_POLLS, 0};
+static _Thread_local pause_state_t pause_tl = {EXEC_PAUSE_POLLS, 0, -1};
 
 /* Pause polls for a wait that starts now. */
 static int64_t pause_next(void) {
   pause_state_t *p = &pause_tl;
+  p->shared = -1;
   if (p->budget < EXEC_PAUSE_POLLS && ++p->probes >= EXEC_PAUSE_PROBE) {
     p->probes = 0;
     return EXEC_PAUSE_POLLS;
@@ -77,7 +90,33 @@ static int64_t pause_next(void) {
 /* A wait given `pauses` pause polls ended after `polls` failed polls. */
 static void pause_learn(int64_t pauses, int64_t polls) {
   pause_state_t *p = &pause_tl;
-  p->budget = polls <= pauses ? EXEC_PAUSE_POLLS : p->budget / 2;
+  if (polls <= pauses || p->shared == 0)
+    p->budget = EXEC_PAUSE_POLLS;
+  else if (p->shared == 1 || polls <= pauses + EXEC_PAUSE_SHORT)
+    p->budget /= 2;
+}
+
+/* The peer the first unfinished transfer of the round waits on, -1. */
+static int awaited_peer(const op_state_t *sts, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (sts[i].conn && sts[i].done < sts[i].wire)
+      return sts[i].conn->peer;
+  return -1;
+}
+
+/* At a wait's first yield: publishes this rank's CPU and compares it with
+ * the one the awaited peer last yielded on, into pause_tl.shared: 1 the
+ * same CPU (the peer runs only when this rank yields), 0 another, -1 not
+ * known. Out of line: the poll loop around it stays as small. */
+static __attribute__((noinline)) void
+shares_cpu(struct sharc_comm *comm, const op_state_t *sts, size_t n) {
+  int cpu = sched_getcpu();
+  if (cpu < 0)
+    return;
+  transport_publish_cpu(comm, cpu);
+  int on = awaited_peer(sts, n);
+  int theirs = on >= 0 ? transport_peer_cpu(comm, on) : -1;
+  pause_tl.shared = theirs < 0 ? -1 : theirs == cpu;
 }
 
 static inline void cpu_pause(void) {
@@ -481,10 +520,15 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       spin_max = comm->cfg.spin + pause_max;
     }
     if (++idle <= spin_max) {
-      if (idle <= pause_max)
+      if (idle <= pause_max) {
         cpu_pause();
-      else
+      } else {
+        /* A cut budget already says the peer shares this CPU: only its
+         * probes look again (the look costs a cache miss per wait) */
+        if (idle == pause_max + 1 && pause_max > 0)
+          shares_cpu(comm, sts, n);
         sched_yield();
+      }
       continue;
     }
     uint64_t now = time_ns();
@@ -538,10 +582,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     }
     /* Whom we sleep on: for the flight recorder, and for same-host peers'
      * timeout diagnosis (follow_waits). */
-    int on = -1;
-    for (size_t i = 0; i < n && on < 0; i++)
-      if (sts[i].conn && sts[i].done < sts[i].wire)
-        on = sts[i].conn->peer;
+    int on = awaited_peer(sts, n);
     rec_entry_t *rec = atomic_load(&comm->rec_cur);
     if (rec)
       atomic_store(&rec->waiting_on, on);

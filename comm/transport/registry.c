@@ -77,6 +77,12 @@ void transport_publish_wait(struct sharc_comm *comm, int peer) {
       registry[i]->publish_wait(comm, peer);
 }
 
+void transport_publish_cpu(struct sharc_comm *comm, int cpu) {
+  for (int i = 0; i < TRANSPORT_COUNT; i++)
+    if (registry[i]->publish_cpu)
+      registry[i]->publish_cpu(comm, cpu);
+}
+
 void transport_poll_notice(struct sharc_comm *comm) {
   for (int i = 0; i < TRANSPORT_COUNT; i++)
     if (registry[i]->poll_notice)
@@ -93,6 +99,11 @@ static const transport_t *carrier(struct sharc_comm *comm, int rank) {
 uint64_t transport_peer_entered(struct sharc_comm *comm, int rank) {
   const transport_t *tp = carrier(comm, rank);
   return tp && tp->peer_entered ? tp->peer_entered(comm, rank) : UINT64_MAX;
+}
+
+int transport_peer_cpu(struct sharc_comm *comm, int rank) {
+  const transport_t *tp = carrier(comm, rank);
+  return tp && tp->peer_cpu ? tp->peer_cpu(comm, rank) : -1;
 }
 
 int transport_peer_waiting(struct sharc_comm *comm, int rank) {

@@ -29,6 +29,10 @@ void transport_notify_abort_all(struct sharc_comm *comm, int failed_rank,
 void transport_publish_progress(struct sharc_comm *comm, uint64_t entered,
                                 uint64_t completed);
 void transport_publish_wait(struct sharc_comm *comm, int peer);
+/* The CPU this rank yields on, to every transport that tells peers; the
+ * CPU a peer last published, -1 when not known. */
+void transport_publish_cpu(struct sharc_comm *comm, int cpu);
+int transport_peer_cpu(struct sharc_comm *comm, int rank);
 uint64_t transport_peer_entered(struct sharc_comm *comm, int rank);
 int transport_peer_waiting(struct sharc_comm *comm, int rank);
 void transport_poll_notice(struct sharc_comm *comm);

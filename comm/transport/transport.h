@@ -126,6 +126,11 @@ typedef struct transport {
    * at setup (state.h). */
   /* Publishes the rank this rank's executor sleeps on (-1: none). */
   void (*publish_wait)(struct sharc_comm *comm, int peer);
+  /* Publishes the CPU this rank's executor yields on; peer_cpu reads a
+   * peer's (-1: not known). Where a peer shares this rank's CPU it runs
+   * only when this rank yields (exec.c). */
+  void (*publish_cpu)(struct sharc_comm *comm, int cpu);
+  int (*peer_cpu)(struct sharc_comm *comm, int rank);
   /* Collectives peer `rank` has entered; UINT64_MAX if not known. */
   uint64_t (*peer_entered)(struct sharc_comm *comm, int rank);
   /* The rank peer `rank` sleeps on inside the collective comm->seq (or

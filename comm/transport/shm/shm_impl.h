@@ -59,6 +59,10 @@ typedef struct {
                                    completed (comm->progress) */
   uint64_t self_addr;           /* where the owner mapped this header */
   _Atomic int32_t waiting_on;   /* rank the owner's executor sleeps on, -1 */
+  /* The CPU the owner's executor last yielded on, -1: none yet. A line of
+   * its own: peers read it in their waits, the owner writes progress per
+   * call. */
+  _Alignas(64) _Atomic int32_t cpu;
   _Alignas(64) wake_word_t wake;
   _Alignas(64) fail_word_t fail;
   /* direct_ok[i]: what the owner can read of local rank i in place:
@@ -153,6 +157,8 @@ void shm_notify_abort(struct sharc_comm *comm, int failed_rank,
 void shm_teardown(struct sharc_comm *comm, uint64_t deadline);
 void shm_publish_wait(struct sharc_comm *comm, int peer);
 int shm_peer_waiting(struct sharc_comm *comm, int rank);
+void shm_publish_cpu(struct sharc_comm *comm, int cpu);
+int shm_peer_cpu(struct sharc_comm *comm, int rank);
 uint64_t shm_peer_entered(struct sharc_comm *comm, int rank);
 void shm_poll_notice(struct sharc_comm *comm);
 

@@ -337,6 +337,7 @@ static sharc_status_t init_segment(struct sharc_comm *comm, struct shm_state *s,
   h->seg_fd = fd;
   h->self_addr = (uint64_t)(uintptr_t)h;
   atomic_store(&h->waiting_on, -1);
+  atomic_store(&h->cpu, -1);
   /* The wake word moves into shared memory so local peers can ring it,
    * and the progress counters so they can read them. */
   comm->wake = &h->wake;
@@ -471,6 +472,21 @@ void shm_publish_wait(struct sharc_comm *comm, int peer) {
   if (s && s->segs && s->segs[s->me].base)
     atomic_store_explicit(&seg_hdr(s, s->me)->waiting_on, peer,
                           memory_order_relaxed);
+}
+
+void shm_publish_cpu(struct sharc_comm *comm, int cpu) {
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
+  if (s && s->segs && s->segs[s->me].base)
+    atomic_store_explicit(&seg_hdr(s, s->me)->cpu, cpu, memory_order_relaxed);
+}
+
+int shm_peer_cpu(struct sharc_comm *comm, int rank) {
+  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
+  if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
+      s->local_of[rank] < 0 || !s->segs[s->local_of[rank]].base)
+    return -1;
+  return atomic_load_explicit(&seg_hdr(s, s->local_of[rank])->cpu,
+                              memory_order_relaxed);
 }
 
 int shm_peer_waiting(struct sharc_comm *comm, int rank) {

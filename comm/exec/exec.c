@@ -70,11 +70,23 @@ typedef struct {
 #define EXEC_PAUSE_SHORT 2
 
 typedef struct {
-  int64_t budget;  /* pause polls of the next wait */
-  uint32_t probes; /* waits since the last full-budget probe */
-  int shared;      /* shares_cpu() of the current wait, -1: none */
+  int64_t budget;    /* pause polls of the next wait */
+  uint32_t probes;   /* waits since the last full-budget probe */
+  int shared;        /* shares_cpu() of the current wait, -1: none */
+  uint32_t together; /* looks in a row that found the peer on this CPU */
+  uint64_t moved_ns; /* when move_off last moved this thread */
 } pause_state_t;
-static _Thread_local pause_state_t pause_tl = {EXEC_PAUSE_POLLS, 0, -1};
+static _Thread_local pause_state_t pause_tl = {EXEC_PAUSE_POLLS, 0, -1, 0, 0};
+
+/* Two ranks that hand one CPU to each other while another CPU of theirs
+ * idles stay so for 2-8 ms on Linux (its balancer leaves tasks that ran in
+ * the last half millisecond where they are), at 5 us a small call instead
+ * of 0.6; one launch in five of a 2-rank job on the 2-core VM started so
+ * (bench/results/peers/binding_place/). After EXEC_MOVE_AFTER looks in a
+ * row find the awaited peer on this CPU, the higher rank of the two moves
+ * itself off it (move_off), at most once per EXEC_MOVE_GAP_NS. */
+#define EXEC_MOVE_AFTER 2
+#define EXEC_MOVE_GAP_NS 100000000ull
 
 /* Pause polls for a wait that starts now. */
 static int64_t pause_next(void) {
@@ -104,19 +116,52 @@ static int awaited_peer(const op_state_t *sts, size_t n) {
   return -1;
 }
 
+/* Moves this thread off `cpu`, which it shares with the rank `peer` it
+ * waits on, when the CPUs it may use number at least the host's ranks and
+ * another is among them: narrowed to the others, Linux moves it at once;
+ * widened back, it stays where it is. */
+static void move_off(struct sharc_comm *comm, int cpu, int peer) {
+  pause_state_t *p = &pause_tl;
+  uint64_t now = time_ns();
+  if (p->moved_ns && now - p->moved_ns < EXEC_MOVE_GAP_NS)
+    return;
+  p->moved_ns = now;
+  cpu_set_t all, others;
+  if (sched_getaffinity(0, sizeof all, &all) != 0 || !CPU_ISSET(cpu, &all) ||
+      CPU_COUNT(&all) < SHARC_MAX(comm->local_max, 2))
+    return;
+  others = all;
+  CPU_CLR(cpu, &others);
+  if (sched_setaffinity(0, sizeof others, &others) != 0)
+    return;
+  int to = sched_getcpu();
+  sched_setaffinity(0, sizeof all, &all);
+  transport_publish_cpu(comm, to);
+  INFO(SUB_COMM,
+       "rank %d shared CPU %d with rank %d, which it waited on: moved to CPU "
+       "%d",
+       comm->rank, cpu, peer, to);
+}
+
 /* At a wait's first yield: publishes this rank's CPU and compares it with
  * the one the awaited peer last yielded on, into pause_tl.shared: 1 the
  * same CPU (the peer runs only when this rank yields), 0 another, -1 not
  * known. Out of line: the poll loop around it stays as small. */
 static __attribute__((noinline)) void
 shares_cpu(struct sharc_comm *comm, const op_state_t *sts, size_t n) {
+  pause_state_t *p = &pause_tl;
   int cpu = sched_getcpu();
   if (cpu < 0)
     return;
   transport_publish_cpu(comm, cpu);
   int on = awaited_peer(sts, n);
   int theirs = on >= 0 ? transport_peer_cpu(comm, on) : -1;
-  pause_tl.shared = theirs < 0 ? -1 : theirs == cpu;
+  p->shared = theirs < 0 ? -1 : theirs == cpu;
+  p->together = p->shared == 1 ? p->together + 1 : 0;
+  if (p->together >= EXEC_MOVE_AFTER && comm->rank > on) {
+    p->together = 0;
+    move_off(comm, cpu, on);
+  }
 }
 
 static inline void cpu_pause(void) {
@@ -524,8 +569,9 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
         cpu_pause();
       } else {
         /* A cut budget already says the peer shares this CPU: only its
-         * probes look again (the look costs a cache miss per wait) */
-        if (idle == pause_max + 1 && pause_max > 0)
+         * probes look again (the look costs a cache miss per wait), and
+         * the waits after a look that found it here, until move_off */
+        if (idle == pause_max + 1 && (pause_max > 0 || pause_tl.together))
           shares_cpu(comm, sts, n);
         sched_yield();
       }

@@ -81,8 +81,8 @@ static _Thread_local pause_state_t pause_tl = {EXEC_PAUSE_POLLS, 0, -1, 0, 0};
 /* Two ranks that hand one CPU to each other while another CPU of theirs
  * idles stay so for 2-8 ms on Linux (its balancer leaves tasks that ran in
  * the last half millisecond where they are), at 5 us a small call instead
- * of 0.6; one launch in five of a 2-rank job on the 2-core VM started so
- * (bench/results/peers/binding_place/). After EXEC_MOVE_AFTER looks in a
+ * of 0.6; one short 2-rank launch in five to ten on the 2-core VM started
+ * so (bench/results/peers/binding_place/). After EXEC_MOVE_AFTER looks in a
  * row find the awaited peer on this CPU, the higher rank of the two moves
  * itself off it (move_off), at most once per EXEC_MOVE_GAP_NS. */
 #define EXEC_MOVE_AFTER 2

@@ -480,21 +480,25 @@ void shm_publish_cpu(struct sharc_comm *comm, int cpu) {
     atomic_store_explicit(&seg_hdr(s, s->me)->cpu, cpu, memory_order_relaxed);
 }
 
-int shm_peer_cpu(struct sharc_comm *comm, int rank) {
+/* The header of local rank `rank`'s segment, NULL when it is not mapped
+ * (or the rank is not local, or there is no shm state). */
+static shm_header_t *peer_hdr(struct sharc_comm *comm, int rank) {
   struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
   if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
       s->local_of[rank] < 0 || !s->segs[s->local_of[rank]].base)
-    return -1;
-  return atomic_load_explicit(&seg_hdr(s, s->local_of[rank])->cpu,
-                              memory_order_relaxed);
+    return NULL;
+  return seg_hdr(s, s->local_of[rank]);
+}
+
+int shm_peer_cpu(struct sharc_comm *comm, int rank) {
+  shm_header_t *h = peer_hdr(comm, rank);
+  return h ? atomic_load_explicit(&h->cpu, memory_order_relaxed) : -1;
 }
 
 int shm_peer_waiting(struct sharc_comm *comm, int rank) {
-  struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
-  if (!s || !s->segs || rank < 0 || rank >= comm->nranks ||
-      s->local_of[rank] < 0 || !s->segs[s->local_of[rank]].base)
+  shm_header_t *h = peer_hdr(comm, rank);
+  if (!h)
     return -2;
-  shm_header_t *h = seg_hdr(s, s->local_of[rank]);
   if (atomic_load_explicit(&h->progress[0], memory_order_relaxed) !=
       comm->seq + 1)
     return -3;

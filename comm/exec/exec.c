@@ -42,14 +42,19 @@ typedef struct {
 
 /* A round in which this rank only sends (a broadcast's or a scatter's root,
  * a reduce's or a gather's leaves) publishes each FIFO copy in pieces of
- * this many bytes instead of a whole slice: its receivers, idle until the
- * first byte comes, start copying out while it copies in. Where the rank
- * also receives in the round (all-gather, all-reduce, reduce-scatter) the
- * peers are busy with their own sends and each publication costs them a
- * cache line; whole slices stay there. Measured at 2 ranks: in-place
- * broadcast 128 KiB-1 MiB +15-20%, all-gather and all-reduce 0-9% slower
- * had they used pieces too (bench/results/send_pieces/). */
+ * EXEC_SEND_PIECE bytes instead of a whole slice: its receivers, idle until
+ * the first byte comes, start copying out while it copies in. Only for
+ * messages of up to EXEC_PIECE_SLICES slices: a longer one keeps the two
+ * copies overlapped slice by slice anyway, and there the extra
+ * publications cost more than the shorter start (a 32 MiB broadcast 11%).
+ * Where the rank also receives in the round (all-gather, all-reduce,
+ * reduce-scatter) the peers are busy with their own sends and each
+ * publication costs them a cache line; whole slices stay there. Measured
+ * at 2 ranks: in-place broadcast 128 KiB-1 MiB +15-21%; all-gather and
+ * all-reduce up to 9% slower had they used pieces too
+ * (bench/results/send_pieces/). */
 #define EXEC_SEND_PIECE 32768
+#define EXEC_PIECE_SLICES 4
 
 /* Polls with a CPU pause before the first sched_yield, when the host has
  * a core for every rank: a peer running on another core answers within
@@ -521,12 +526,9 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
 
   size_t slice = comm->cfg.slice;
   slice -= slice % 64;
-  size_t piece = slice; /* EXEC_SEND_PIECE where this rank only sends */
-  int receives = 0;
+  int receives = 0; /* no: short sends go in EXEC_SEND_PIECE pieces */
   for (size_t i = 0; i < n; i++)
     receives |= sts[i].conn && sts[i].op->kind != SCHED_SEND;
-  if (!receives && slice > EXEC_SEND_PIECE)
-    piece = EXEC_SEND_PIECE;
   /* In each wait the first pause_max idle polls pause, the next ones
    * yield. */
   int can_pause = comm->cfg.spin > 0 && comm->local_max <= exec_host_cpus();
@@ -551,6 +553,9 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       pending = 1;
       if (!sts[i].conn || blocked_by_earlier(sts, i))
         continue;
+      size_t piece = !receives && sts[i].bytes <= EXEC_PIECE_SLICES * slice
+                         ? SHARC_MIN(slice, EXEC_SEND_PIECE)
+                         : slice;
       moved += advance(&sts[i], bufs, esize, dtype, op, slice, piece, bounce);
     }
     /* Local copies (an out-of-place rank's own block) a slice per pass,

@@ -38,6 +38,21 @@ typedef struct {
   char *buf;
   size_t len;
 } arg_t;
+/* One MSG_ZEROCOPY completion from the error queue, if there is one:
+ * *done becomes the number of sends completed; counts those the kernel
+ * copied anyway. */
+static int completion(int fd, unsigned *done) {
+  char cb[128];
+  struct msghdr m = {.msg_control = cb, .msg_controllen = sizeof cb};
+  if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+    return 0;
+  struct sock_extended_err *e = (void *)CMSG_DATA(CMSG_FIRSTHDR(&m));
+  *done = e->ee_data + 1;
+  if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
+    copied++;
+  return 1;
+}
+
 static void *tx(void *a_) {
   arg_t *a = a_;
   size_t off = 0;
@@ -60,30 +75,13 @@ static void *tx(void *a_) {
         off += k;
         sent++;
       }
-      for (;;) {
-        char cb[128];
-        struct msghdr m = {.msg_control = cb, .msg_controllen = sizeof cb};
-        if (recvmsg(a->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
-          break;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        struct sock_extended_err *e = (void *)CMSG_DATA(c);
-        done = e->ee_data + 1;
-        if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
-          copied++;
-      }
+      while (completion(a->fd, &done))
+        ;
     }
     while (done < sent) {
-      char cb[128];
-      struct msghdr m = {.msg_control = cb, .msg_controllen = sizeof cb};
       struct pollfd pf = {a->fd, 0, 0};
       poll(&pf, 1, 10);
-      if (recvmsg(a->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
-        continue;
-      struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-      struct sock_extended_err *e = (void *)CMSG_DATA(c);
-      done = e->ee_data + 1;
-      if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
-        copied++;
+      completion(a->fd, &done);
     }
   } else if (mode == 0) {
     while (off < a->len) {

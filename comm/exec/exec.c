@@ -36,6 +36,7 @@ typedef struct {
   int fresh;              /* a SEND of bytes this rank has just written */
   int share;              /* transport_conn_t.share, share_key */
   uint64_t share_key;
+  size_t piece; /* SEND: bytes per publication (EXEC_SEND_PIECE or a slice) */
 } op_state_t;
 
 #define EXEC_CHECK_INTERVAL_NS 100000000ull /* liveness check period */
@@ -252,7 +253,7 @@ static int begin(op_state_t *st, void *const bufs[3], size_t esize) {
  * header or a finished in-place send count as 1). */
 static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
                       sharc_dtype_t dtype, sharc_op_t op, size_t slice,
-                      size_t piece, uint8_t **bounce) {
+                      uint8_t **bounce) {
   const sched_op_t *o = st->op;
   transport_conn_t *c = st->conn;
   size_t moved = 0;
@@ -301,7 +302,7 @@ static size_t advance(op_state_t *st, void *const bufs[3], size_t esize,
       size_t n = c->tp->send_space(c, &p);
       if (n == 0)
         break;
-      n = SHARC_MIN(SHARC_MIN(n, left), SHARC_MIN(slice - moved, piece));
+      n = SHARC_MIN(SHARC_MIN(n, left), SHARC_MIN(slice - moved, st->piece));
       size_t data = 0;
       if (st->done < st->bytes) {
         data = SHARC_MIN(n, st->bytes - st->done);
@@ -529,6 +530,10 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
   int receives = 0; /* no: short sends go in EXEC_SEND_PIECE pieces */
   for (size_t i = 0; i < n; i++)
     receives |= sts[i].conn && sts[i].op->kind != SCHED_SEND;
+  for (size_t i = 0; i < n; i++)
+    sts[i].piece = !receives && sts[i].bytes <= EXEC_PIECE_SLICES * slice
+                       ? SHARC_MIN(slice, EXEC_SEND_PIECE)
+                       : slice;
   /* In each wait the first pause_max idle polls pause, the next ones
    * yield. */
   int can_pause = comm->cfg.spin > 0 && comm->local_max <= exec_host_cpus();
@@ -553,10 +558,7 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       pending = 1;
       if (!sts[i].conn || blocked_by_earlier(sts, i))
         continue;
-      size_t piece = !receives && sts[i].bytes <= EXEC_PIECE_SLICES * slice
-                         ? SHARC_MIN(slice, EXEC_SEND_PIECE)
-                         : slice;
-      moved += advance(&sts[i], bufs, esize, dtype, op, slice, piece, bounce);
+      moved += advance(&sts[i], bufs, esize, dtype, op, slice, bounce);
     }
     /* Local copies (an out-of-place rank's own block) a slice per pass,
      * after the transfers had their turn: the peers get their data first,

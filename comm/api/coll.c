@@ -222,7 +222,7 @@ static sharc_status_t run_p2p(coll_call_t *call) {
   rec_entry_t *rec = rec_start(&comm->rec, (int)SCHED_P2P, (int)SHARC_U8,
                                (int)SHARC_SUM, (int)SCHED_ALGO_DIRECT,
                                b->a2av ? REC_ROOT_A2AV : -1, call->count);
-  atomic_store(&comm->rec_cur, rec);
+  atomic_store_explicit(&comm->rec_cur, rec, memory_order_release);
   if (comm->cfg.check) /* SHARC_CHECK=1: each pair agrees before data moves */
     st = check_p2p(call);
   if (st == SHARC_OK && call->path) /* a GPU path moves the data itself */
@@ -234,7 +234,7 @@ static sharc_status_t run_p2p(coll_call_t *call) {
             ? time_ns()
             : atomic_load_explicit(&rec->t_start_ns, memory_order_relaxed),
         NULL);
-  atomic_store(&comm->rec_cur, NULL);
+  atomic_store_explicit(&comm->rec_cur, NULL, memory_order_release);
   rec_end(rec, st);
   check_fail(comm, st); /* after rec_end: the recorder shows it failed */
 out:
@@ -259,11 +259,11 @@ static sharc_status_t run_call(coll_call_t *call) {
   rec_entry_t *rec =
       rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
                 (int)algo, call->root, call->count);
-  atomic_store(&comm->rec_cur, rec);
+  atomic_store_explicit(&comm->rec_cur, rec, memory_order_release);
   if (comm->cfg.check) { /* SHARC_CHECK=1: all ranks agree before data moves */
     sharc_status_t cst = check_call(call, sched_coll_fn(call->coll));
     if (cst != SHARC_OK) {
-      atomic_store(&comm->rec_cur, NULL);
+      atomic_store_explicit(&comm->rec_cur, NULL, memory_order_release);
       rec_end(rec, cst);
       check_fail(comm, cst); /* after rec_end: the recorder shows it failed */
       return cst;
@@ -281,7 +281,7 @@ static sharc_status_t run_call(coll_call_t *call) {
             : 0;
     st = run_sched(call, &key, hit, algo, NULL, NULL, now);
   }
-  atomic_store(&comm->rec_cur, NULL);
+  atomic_store_explicit(&comm->rec_cur, NULL, memory_order_release);
   rec_end(rec, st);
   return st;
 }
@@ -352,7 +352,9 @@ static sharc_status_t validate(const coll_call_t *c) {
                 c->coll == SCHED_SCATTER || c->coll == SCHED_ALL_TO_ALL)
                    ? (size_t)comm->nranks
                    : 1;
-  if (c->count > SIZE_MAX / esize / per)
+  size_t total; /* no division on every call's path */
+  if (__builtin_mul_overflow(c->count, esize, &total) ||
+      __builtin_mul_overflow(total, per, &total))
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: count %zu x %zu ranks x %zu bytes overflows the "
                       "address space",
@@ -420,10 +422,10 @@ static sharc_status_t coll_now(coll_call_t *call, coll_call_t *h) {
   rec_entry_t *rec =
       rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
                 (int)SCHED_ALGO_DIRECT, call->root, call->count);
-  atomic_store(&comm->rec_cur, rec);
+  atomic_store_explicit(&comm->rec_cur, rec, memory_order_release);
   sharc_status_t st = h == call ? check_call(call, sched_coll_fn(call->coll))
                                 : run_host(h, NULL, NULL);
-  atomic_store(&comm->rec_cur, NULL);
+  atomic_store_explicit(&comm->rec_cur, NULL, memory_order_release);
   rec_end(rec, st);
   if (h == call)
     check_fail(comm, st); /* after rec_end: the recorder shows it failed */

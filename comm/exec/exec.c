@@ -653,7 +653,8 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
     /* Whom we sleep on: for the flight recorder, and for same-host peers'
      * timeout diagnosis (follow_waits). */
     int on = awaited_peer(sts, n);
-    rec_entry_t *rec = atomic_load(&comm->rec_cur);
+    rec_entry_t *rec =
+        atomic_load_explicit(&comm->rec_cur, memory_order_acquire);
     if (rec)
       atomic_store(&rec->waiting_on, on);
     if (on != *published) {

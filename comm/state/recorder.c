@@ -34,7 +34,12 @@ rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
                        int root, size_t count) {
   uint64_t seq = atomic_load_explicit(r->seq, memory_order_relaxed);
   rec_entry_t *e = &r->e[seq % REC_SIZE];
-  atomic_store(&e->state, 0);
+  /* Release, not sequentially consistent: the dump (another thread, on
+   * SIGUSR1) only needs each entry's fields before its state, and a
+   * locked store here cost a few nanoseconds a call, three times
+   * (bench/results/call_fences/). */
+  atomic_store_explicit(&e->state, 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release); /* emptied, then refilled */
   SET(seq, seq);
   SET(coll, coll);
   SET(dtype, dtype);
@@ -46,7 +51,8 @@ rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
   SET(t_end_ns, 0);
   SET(status, 0);
   SET(waiting_on, -1);
-  atomic_store(&e->state, REC_RUNNING); /* published last */
+  atomic_store_explicit(&e->state, REC_RUNNING,
+                        memory_order_release); /* published last */
   return e;
 }
 
@@ -55,7 +61,8 @@ void rec_end(rec_entry_t *e, int status) {
   SET(status, status);
   if (status == SHARC_OK) /* a failed call keeps whom it last waited on */
     SET(waiting_on, -1);
-  atomic_store(&e->state, status == SHARC_OK ? REC_DONE : REC_FAILED);
+  atomic_store_explicit(&e->state, status == SHARC_OK ? REC_DONE : REC_FAILED,
+                        memory_order_release);
 }
 
 void rec_dump(const recorder_t *r, const char *why) {

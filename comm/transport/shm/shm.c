@@ -70,6 +70,18 @@
  * slots measured slower than the FIFOs (a 4-rank broadcast at 32 KiB 7 GB/s
  * against 31; bench/results/shm_outbox_slots/). */
 #define SHM_MSG_SHARED 0x31524853u /* "SHR1": sender's outbox slot offset */
+/* SLT1: SML1 for SHM_SMALL_MAX < bytes <= SHM_SLOTS_MAX, the bytes running on
+ * from the header's payload into the next slots of the ring (contiguous:
+ * only where they do not wrap), read there by the receiver like SML1's.
+ * One more line per 64 bytes next to the header, where WHL1 puts them in
+ * the data FIFO, a second miss the receiver can only take once it has read
+ * the header (a 2-rank all-gather of 56-256 bytes a rank took 20-30 ns a
+ * call more than of 48; bench/results/shm_slots/). Before releasing them
+ * the receiver marks each continuation slot with a first word no header
+ * of that slot can have (its tag one below the slot's), so a later lap
+ * never takes the sender's stale payload for a header. */
+#define SHM_MSG_SLOTS 0x31544c53u /* "SLT1" */
+#define SHM_SLOTS_EXTRA 4         /* continuation slots at most */
 typedef struct {
   uint32_t kind; /* with tag: the first word, written last */
   uint32_t tag;
@@ -84,6 +96,7 @@ _Static_assert(sizeof(shm_msg_t) == 64, "shm_msg_t is one header slot");
 /* SML1 payload: bytes [16, 64) of the header, 16-byte aligned in the FIFO */
 #define SHM_SMALL_OFF offsetof(shm_msg_t, region_id)
 #define SHM_SMALL_MAX (sizeof(shm_msg_t) - SHM_SMALL_OFF)
+#define SHM_SLOTS_MAX (SHM_SMALL_MAX + SHM_SLOTS_EXTRA * sizeof(shm_msg_t))
 _Static_assert(SHM_SMALL_OFF == 16, "SML1 payload is 16-byte aligned");
 
 /* Faults in the first SHM_PREFAULT_BYTES of a FIFO's data for this
@@ -230,6 +243,33 @@ static void hdr_post(shm_conn_t *c, const shm_msg_t *m) {
   comm_wake_word(c->other_wake);
 }
 
+/* The continuation slots an SLT1 message of `bytes` needs after its
+ * header. */
+static inline uint64_t slots_extra(size_t bytes) {
+  return (bytes - SHM_SMALL_MAX + sizeof(shm_msg_t) - 1) / sizeof(shm_msg_t);
+}
+
+/* Posts an SLT1 message if its slots are free and do not wrap; 0: not. */
+static int slots_post(shm_conn_t *c, const void *src, size_t bytes) {
+  uint64_t k = slots_extra(bytes), n = c->hdr_next;
+  if (n % SHM_HDR_SLOTS + k >= SHM_HDR_SLOTS)
+    return 0; /* would wrap */
+  if (n + k - c->htail_seen >= SHM_HDR_SLOTS) {
+    c->htail_seen = atomic_load_explicit(&c->ctrl->htail, memory_order_acquire);
+    if (n + k - c->htail_seen >= SHM_HDR_SLOTS)
+      return 0;
+  }
+  uint8_t *slot = hdr_slot(c, n);
+  memcpy(slot + SHM_SMALL_OFF, src, bytes);
+  uint64_t len = bytes;
+  memcpy(slot + offsetof(shm_msg_t, bytes), &len, sizeof len);
+  atomic_store_explicit((_Atomic uint64_t *)slot, hdr_word(SHM_MSG_SLOTS, n),
+                        memory_order_release);
+  c->hdr_next = n + k + 1;
+  comm_wake_word(c->other_wake);
+  return 1;
+}
+
 /* The receiver's release of the header it read last (and of what it
  * stored before), rung to the sender, which may wait for a slot. */
 static void hdr_release(shm_conn_t *c) {
@@ -329,6 +369,9 @@ static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
      * publishes the count with it */
     atomic_fetch_add_explicit(out_left(outbox(s, s->me), (uint64_t)k), 1,
                               memory_order_relaxed);
+  } else if (bytes <= SHM_SLOTS_MAX && !tc->framed_only &&
+             slots_post(c, src, bytes)) {
+    return 1; /* done, as SML1 */
   } else if (bytes <= SHM_WHOLE_MAX && !tc->framed_only &&
              whole_put(c, src, bytes, &m.offset))
     m.kind = SHM_MSG_WHOLE; /* done, as SML1 */
@@ -396,7 +439,8 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
   struct sharc_comm *comm = c->comm;
   if (m.kind != SHM_MSG_INLINE && m.kind != SHM_MSG_DIRECT &&
       m.kind != SHM_MSG_CMA && m.kind != SHM_MSG_SMALL &&
-      m.kind != SHM_MSG_WHOLE && m.kind != SHM_MSG_SHARED) {
+      m.kind != SHM_MSG_WHOLE && m.kind != SHM_MSG_SHARED &&
+      m.kind != SHM_MSG_SLOTS) {
     /* Every message starts with a header; anything else is garbage in the
      * FIFO (memory corruption, or a sender out of step with the stream). */
     char why[320];
@@ -421,6 +465,25 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
   }
   if (m.kind == SHM_MSG_SMALL) { /* read in the slot; recv_done releases */
     c->held = 1;
+    *direct = slot + SHM_SMALL_OFF;
+    return 1;
+  }
+  if (m.kind == SHM_MSG_SLOTS) { /* read in the ring; recv_done releases */
+    uint64_t k = bytes > SHM_SMALL_MAX && bytes <= SHM_SLOTS_MAX
+                     ? slots_extra(bytes)
+                     : SHM_HDR_SLOTS;
+    if (c->hdr_next % SHM_HDR_SLOTS + k >= SHM_HDR_SLOTS) {
+      char why[256];
+      snprintf(why, sizeof why,
+               "rank %d (host %s) sent a %zu-byte message in header slots "
+               "past the end of the shared-memory header ring: it holds "
+               "corrupt bytes",
+               tc->peer, comm->peers[tc->peer].host, bytes);
+      comm_fail(comm, tc->peer, SHARC_ERR_MISMATCH, why);
+      return -1;
+    }
+    c->held = 4;
+    c->held_tail = k;
     *direct = slot + SHM_SMALL_OFF;
     return 1;
   }
@@ -510,6 +573,13 @@ static void shm_recv_done(transport_conn_t *tc) {
       struct shm_state *s = c->comm->tp_state[TRANSPORT_SHM];
       atomic_fetch_sub_explicit(out_left(outbox(s, c->local), c->held_tail), 1,
                                 memory_order_release);
+    }
+    if (c->held == 4) { /* SLT1: mark the continuation slots, skip them */
+      for (uint64_t j = 1; j <= c->held_tail; j++)
+        atomic_store_explicit((_Atomic uint64_t *)hdr_slot(c, c->hdr_next + j),
+                              (uint64_t)(uint32_t)(c->hdr_next + j) << 32,
+                              memory_order_relaxed);
+      c->hdr_next += c->held_tail;
     }
     c->held = 0;
     hdr_release(c);

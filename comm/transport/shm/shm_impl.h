@@ -87,7 +87,8 @@ typedef struct {
   uint64_t cma_addr;      /* receiver: sender's address of the message */
   int held;               /* receiver: 1 an SML1 header not yet released,
                              2 a WHL1 header and its data up to held_tail,
-                             3 an SHR1 header and outbox slot held_tail */
+                             3 an SHR1 header and outbox slot held_tail,
+                             4 an SLT1 header and held_tail slots after */
   uint64_t held_tail;
   uint64_t tail_seen; /* sender: ctrl->tail when last read (<= it) */
 } shm_conn_t;

@@ -425,6 +425,21 @@ static const uint8_t *map_region(shm_conn_t *c, const shm_msg_t *m) {
   return p;
 }
 
+/* Fails the comm on a header whose bytes would lie outside where its kind
+ * may put them; -1, for shm_recv_begin. */
+static int hdr_corrupt(shm_conn_t *c, size_t bytes, const char *where,
+                       const char *what) {
+  struct sharc_comm *comm = c->comm;
+  int peer = c->base.peer;
+  char why[256];
+  snprintf(why, sizeof why,
+           "rank %d (host %s) sent a message header placing %zu bytes %s: "
+           "the shared-memory %s holds corrupt bytes",
+           peer, comm->peers[peer].host, bytes, where, what);
+  comm_fail(comm, peer, SHARC_ERR_MISMATCH, why);
+  return -1;
+}
+
 static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
                           const void **direct) {
   shm_conn_t *c = (shm_conn_t *)tc;
@@ -472,16 +487,9 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
     uint64_t k = bytes > SHM_SMALL_MAX && bytes <= SHM_SLOTS_MAX
                      ? slots_extra(bytes)
                      : SHM_HDR_SLOTS;
-    if (c->hdr_next % SHM_HDR_SLOTS + k >= SHM_HDR_SLOTS) {
-      char why[256];
-      snprintf(why, sizeof why,
-               "rank %d (host %s) sent a %zu-byte message in header slots "
-               "past the end of the shared-memory header ring: it holds "
-               "corrupt bytes",
-               tc->peer, comm->peers[tc->peer].host, bytes);
-      comm_fail(comm, tc->peer, SHARC_ERR_MISMATCH, why);
-      return -1;
-    }
+    if (c->hdr_next % SHM_HDR_SLOTS + k >= SHM_HDR_SLOTS)
+      return hdr_corrupt(c, bytes, "in header slots past the ring's end",
+                         "header ring");
     c->held = 4;
     c->held_tail = k;
     *direct = slot + SHM_SMALL_OFF;
@@ -489,33 +497,16 @@ static int shm_recv_begin(transport_conn_t *tc, size_t bytes,
   }
   if (m.kind == SHM_MSG_WHOLE) { /* read in the data FIFO; recv_done too */
     size_t off = (size_t)(m.offset % c->cap);
-    if (bytes > c->cap - off) {
-      char why[256];
-      snprintf(why, sizeof why,
-               "rank %d (host %s) sent a message header placing %zu bytes "
-               "past the end of the shared-memory FIFO: it holds corrupt "
-               "bytes",
-               tc->peer, comm->peers[tc->peer].host, bytes);
-      comm_fail(comm, tc->peer, SHARC_ERR_MISMATCH, why);
-      return -1;
-    }
+    if (bytes > c->cap - off)
+      return hdr_corrupt(c, bytes, "past the end of the FIFO", "FIFO");
     c->held = 2;
     c->held_tail = m.offset + transport_wire_bytes(bytes);
     *direct = c->data + off;
     return 1;
   }
   if (m.kind == SHM_MSG_SHARED) { /* read in the sender's outbox */
-    if (m.offset >= SHM_OUT_SLOTS || bytes > SHM_OUT_SLOT_BYTES) {
-      char why[256];
-      snprintf(why, sizeof why,
-               "rank %d (host %s) sent a message header naming %zu bytes in "
-               "outbox slot %llu, outside its outbox: the shared-memory "
-               "header ring holds corrupt bytes",
-               tc->peer, comm->peers[tc->peer].host, bytes,
-               (unsigned long long)m.offset);
-      comm_fail(comm, tc->peer, SHARC_ERR_MISMATCH, why);
-      return -1;
-    }
+    if (m.offset >= SHM_OUT_SLOTS || bytes > SHM_OUT_SLOT_BYTES)
+      return hdr_corrupt(c, bytes, "outside its outbox", "header ring");
     struct shm_state *s = comm->tp_state[TRANSPORT_SHM];
     c->held = 3;
     c->held_tail = m.offset;

@@ -223,24 +223,30 @@ static inline uint64_t hdr_word(uint32_t kind, uint64_t n) {
   return kind | (uint64_t)(uint32_t)(n + 1) << 32;
 }
 
-/* Whether the sender has a free header slot; like the data's tail, the
- * receiver's htail is reread only when half the ring seems in use. */
-static int hdr_room(shm_conn_t *c) {
-  if (c->hdr_next - c->htail_seen >= SHM_HDR_SLOTS / 2)
+/* Whether the sender has `need` free header slots; like the data's tail,
+ * the receiver's htail is reread only when half the ring seems in use. */
+static int hdr_room(shm_conn_t *c, uint64_t need) {
+  uint64_t last = c->hdr_next + need - 1; /* the last slot it would take */
+  if (last - c->htail_seen >= SHM_HDR_SLOTS / 2)
     c->htail_seen = atomic_load_explicit(&c->ctrl->htail, memory_order_acquire);
-  return c->hdr_next - c->htail_seen < SHM_HDR_SLOTS;
+  return last - c->htail_seen < SHM_HDR_SLOTS;
 }
 
-/* Writes header m into the next slot, its first word last, and rings the
- * receiver; the release store orders the data and the header before the
- * word the receiver polls. */
-static void hdr_post(shm_conn_t *c, const shm_msg_t *m) {
-  uint8_t *slot = hdr_slot(c, c->hdr_next);
-  memcpy(slot + 8, (const uint8_t *)m + 8, sizeof *m - 8);
-  atomic_store_explicit((_Atomic uint64_t *)slot,
-                        hdr_word(m->kind, c->hdr_next), memory_order_release);
-  c->hdr_next++;
+/* Publishes the header in the next slot, whose other words are written, as
+ * `kind` with the first word, and rings the receiver; the release store
+ * orders the data and the header (and the slots after it that the message
+ * takes, `nslots` in all) before the word the receiver polls. */
+static void hdr_publish(shm_conn_t *c, uint32_t kind, uint64_t nslots) {
+  atomic_store_explicit((_Atomic uint64_t *)hdr_slot(c, c->hdr_next),
+                        hdr_word(kind, c->hdr_next), memory_order_release);
+  c->hdr_next += nslots;
   comm_wake_word(c->other_wake);
+}
+
+/* Writes header m into the next slot, its first word last. */
+static void hdr_post(shm_conn_t *c, const shm_msg_t *m) {
+  memcpy(hdr_slot(c, c->hdr_next) + 8, (const uint8_t *)m + 8, sizeof *m - 8);
+  hdr_publish(c, m->kind, 1);
 }
 
 /* The continuation slots an SLT1 message of `bytes` needs after its
@@ -251,22 +257,14 @@ static inline uint64_t slots_extra(size_t bytes) {
 
 /* Posts an SLT1 message if its slots are free and do not wrap; 0: not. */
 static int slots_post(shm_conn_t *c, const void *src, size_t bytes) {
-  uint64_t k = slots_extra(bytes), n = c->hdr_next;
-  if (n % SHM_HDR_SLOTS + k >= SHM_HDR_SLOTS)
-    return 0; /* would wrap */
-  if (n + k - c->htail_seen >= SHM_HDR_SLOTS) {
-    c->htail_seen = atomic_load_explicit(&c->ctrl->htail, memory_order_acquire);
-    if (n + k - c->htail_seen >= SHM_HDR_SLOTS)
-      return 0;
-  }
-  uint8_t *slot = hdr_slot(c, n);
+  uint64_t k = slots_extra(bytes);
+  if (c->hdr_next % SHM_HDR_SLOTS + k >= SHM_HDR_SLOTS || !hdr_room(c, k + 1))
+    return 0; /* would wrap, or no room */
+  uint8_t *slot = hdr_slot(c, c->hdr_next);
   memcpy(slot + SHM_SMALL_OFF, src, bytes);
   uint64_t len = bytes;
   memcpy(slot + offsetof(shm_msg_t, bytes), &len, sizeof len);
-  atomic_store_explicit((_Atomic uint64_t *)slot, hdr_word(SHM_MSG_SLOTS, n),
-                        memory_order_release);
-  c->hdr_next = n + k + 1;
-  comm_wake_word(c->other_wake);
+  hdr_publish(c, SHM_MSG_SLOTS, k + 1);
   return 1;
 }
 
@@ -325,7 +323,7 @@ static int out_claim(struct shm_state *s, const transport_conn_t *tc,
 static int shm_send_begin(transport_conn_t *tc, const void *src, size_t bytes) {
   shm_conn_t *c = (shm_conn_t *)tc;
   struct shm_state *s = c->comm->tp_state[TRANSPORT_SHM];
-  if (!hdr_room(c))
+  if (!hdr_room(c, 1))
     return -1;
   if (bytes <= SHM_SMALL_MAX && !tc->framed_only) {
     shm_msg_t sm = {.kind = SHM_MSG_SMALL, .bytes = bytes};

@@ -43,6 +43,28 @@ const sched_cache_slot_t *sched_cache_get(sched_cache_t *c,
   return e;
 }
 
+const sched_cache_slot_t *sched_cache_get_sig(sched_cache_t *c,
+                                              const sched_call_sig_t *sig) {
+  const sched_call_sig_t *m = &c->memo;
+  if (c->memo_puts != c->puts + 1 || m->coll != sig->coll ||
+      m->count != sig->count || m->dtype != sig->dtype ||
+      m->root != sig->root || m->sendbuf != sig->sendbuf ||
+      m->recvbuf != sig->recvbuf)
+    return NULL;
+  sched_cache_slot_t *e = &c->slot[c->memo_slot];
+  c->hits++;
+  c->last = c->memo_slot;
+  e->used = ++c->clock;
+  return e;
+}
+
+void sched_cache_memo(sched_cache_t *c, const sched_call_sig_t *sig,
+                      const sched_cache_slot_t *e) {
+  c->memo = *sig;
+  c->memo_slot = (int)(e - c->slot);
+  c->memo_puts = c->puts + 1; /* 0, as zeroed: no memo */
+}
+
 const sched_cache_slot_t *sched_cache_put(sched_cache_t *c,
                                           const sched_key_t *key,
                                           sched_algo_t algo, sched_t *s) {
@@ -57,6 +79,7 @@ const sched_cache_slot_t *sched_cache_put(sched_cache_t *c,
   e->sched = *s;
   e->used = ++c->clock;
   c->last = v;
+  c->puts++;
   sched_init(s);
   return e;
 }

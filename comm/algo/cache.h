@@ -47,11 +47,25 @@ typedef struct {
   uint64_t used; /* last use (cache clock); 0: empty slot */
 } sched_cache_slot_t;
 
+/* A collective call's arguments as given: calls with equal ones have the
+ * same key, so a loop of one call finds its slot without building it. */
+typedef struct {
+  int coll, dtype, root;
+  size_t count;
+  const void *sendbuf, *recvbuf;
+} sched_call_sig_t;
+
 typedef struct {
   sched_cache_slot_t slot[SCHED_CACHE_SLOTS];
   uint64_t clock;
   int last;              /* slot of the last hit or insert */
   uint64_t hits, misses; /* for tests and tracing */
+  uint64_t puts;         /* slots filled so far */
+  /* sched_cache_memo: the call that last found slot memo_slot, valid while
+   * memo_puts is puts + 1 (no slot refilled since; 0: none) */
+  sched_call_sig_t memo;
+  int memo_slot;
+  uint64_t memo_puts;
 } sched_cache_t;
 
 /* A zeroed sched_cache_t is empty and valid; so is one after
@@ -63,6 +77,13 @@ const sched_cache_slot_t *sched_cache_get(sched_cache_t *c,
 /* Stores *s under key (which must be absent), evicting the least recently
  * used slot; the cache takes ownership of s's memory and leaves *s empty
  * (sched_init). Returns the slot. */
+/* The slot the call with arguments sig found last (a hit, counted as
+ * sched_cache_get counts it), if no slot was refilled since; else NULL. */
+const sched_cache_slot_t *sched_cache_get_sig(sched_cache_t *c,
+                                              const sched_call_sig_t *sig);
+/* Remembers that the call with arguments sig has its schedule in slot e. */
+void sched_cache_memo(sched_cache_t *c, const sched_call_sig_t *sig,
+                      const sched_cache_slot_t *e);
 const sched_cache_slot_t *sched_cache_put(sched_cache_t *c,
                                           const sched_key_t *key,
                                           sched_algo_t algo, sched_t *s);

@@ -121,14 +121,13 @@ static sharc_status_t build_schedule(coll_call_t *call, const sched_key_t *key,
 /* Runs call's schedule: given (planned by a path at enqueue: the same
  * choice, built once), else the cached one (hit) or one built with algo;
  * hook around its rounds (may be NULL); now_ns: a time_ns() just read, or
- * 0. No recorder entry of its own: the caller's entry (comm->rec_cur) shows
- * what it waits on. */
+ * 0; key: the call's, needed only to build. No recorder entry of its own:
+ * the caller's entry (comm->rec_cur) shows what it waits on. */
 static sharc_status_t run_sched(coll_call_t *call, const sched_key_t *key,
-                                const sched_cache_slot_t *hit,
+                                size_t esize, const sched_cache_slot_t *hit,
                                 sched_algo_t algo, const sched_t *given,
                                 exec_hook_t *hook, uint64_t now_ns) {
   struct sharc_comm *comm = call->comm;
-  size_t esize = key->esize;
   sched_t built; /* a schedule built now; freed below unless cached */
   const sched_t *s = given ? given : hit ? &hit->sched : NULL;
   sharc_status_t st = SHARC_OK;
@@ -167,7 +166,7 @@ static sharc_status_t run_host(coll_call_t *call, const sched_t *sched,
   sched_algo_t algo =
       hit ? hit->algo
           : call_pick_algo(call->comm, call->coll, call->count * esize);
-  return run_sched(call, &key, hit, algo, sched, hook, 0);
+  return run_sched(call, &key, esize, hit, algo, sched, hook, 0);
 }
 
 /* A batch of sends and receives (SCHED_P2P); buffer i of the schedule is
@@ -221,7 +220,7 @@ static sharc_status_t run_p2p(coll_call_t *call) {
   }
   rec_entry_t *rec = rec_start(&comm->rec, (int)SCHED_P2P, (int)SHARC_U8,
                                (int)SHARC_SUM, (int)SCHED_ALGO_DIRECT,
-                               b->a2av ? REC_ROOT_A2AV : -1, call->count);
+                               b->a2av ? REC_ROOT_A2AV : -1, call->count, 0);
   atomic_store_explicit(&comm->rec_cur, rec, memory_order_release);
   if (comm->cfg.check) /* SHARC_CHECK=1: each pair agrees before data moves */
     st = check_p2p(call);
@@ -250,15 +249,24 @@ static sharc_status_t run_call(coll_call_t *call) {
   struct sharc_comm *comm = call->comm;
   if (call->coll == SCHED_P2P)
     return run_p2p(call);
-  size_t esize = sharc_dtype_size(call->dtype);
-  /* A call shape that ran recently brings its algorithm and schedule. */
-  sched_key_t key = call_key(call, esize);
-  const sched_cache_slot_t *hit = sched_cache_get(&comm->sched_cache, &key);
+  size_t esize = dtype_bytes(call->dtype);
+  /* A call shape that ran recently brings its algorithm and schedule; the
+   * call that ran last, without building its key. */
+  sched_call_sig_t sig = {call->coll,  call->dtype,   call->root,
+                          call->count, call->sendbuf, call->recvbuf};
+  sched_key_t key; /* built on a miss only */
+  const sched_cache_slot_t *hit = sched_cache_get_sig(&comm->sched_cache, &sig);
+  if (!hit) {
+    key = call_key(call, esize);
+    hit = sched_cache_get(&comm->sched_cache, &key);
+    if (hit)
+      sched_cache_memo(&comm->sched_cache, &sig, hit);
+  }
   sched_algo_t algo =
       hit ? hit->algo : call_pick_algo(comm, call->coll, call->count * esize);
   rec_entry_t *rec =
       rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
-                (int)algo, call->root, call->count);
+                (int)algo, call->root, call->count, call->issued_ns);
   atomic_store_explicit(&comm->rec_cur, rec, memory_order_release);
   if (comm->cfg.check) { /* SHARC_CHECK=1: all ranks agree before data moves */
     sharc_status_t cst = check_call(call, sched_coll_fn(call->coll));
@@ -279,7 +287,7 @@ static sharc_status_t run_call(coll_call_t *call) {
         hit && !comm->cfg.check
             ? atomic_load_explicit(&rec->t_start_ns, memory_order_relaxed)
             : 0;
-    st = run_sched(call, &key, hit, algo, NULL, NULL, now);
+    st = run_sched(call, &key, esize, hit, algo, NULL, NULL, now);
   }
   atomic_store_explicit(&comm->rec_cur, NULL, memory_order_release);
   rec_end(rec, st);
@@ -327,26 +335,26 @@ sharc_status_t coll_execute(coll_call_t *call) {
 /* Argument checks shared by every collective; the message names the
  * argument, the value and what to pass instead. */
 static sharc_status_t validate(const coll_call_t *c) {
-  const char *fn = sched_coll_fn(c->coll);
   struct sharc_comm *comm = c->comm;
   if (!comm)
-    return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    return err_set(SHARC_ERR_INVALID_ARG, "%s: comm is NULL",
+                   sched_coll_fn(c->coll));
   if ((unsigned)c->dtype >= SHARC_DTYPE_COUNT)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: unknown dtype %d; use SHARC_F32 .. SHARC_U64", fn,
-                      (int)c->dtype);
+                      "%s: unknown dtype %d; use SHARC_F32 .. SHARC_U64",
+                      sched_coll_fn(c->coll), (int)c->dtype);
   if (sched_coll_reduces(c->coll) && (unsigned)c->op >= SHARC_OP_COUNT)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: unknown reduction op %d; use SHARC_SUM, SHARC_PROD, "
                       "SHARC_MIN, SHARC_MAX or SHARC_AVG",
-                      fn, (int)c->op);
+                      sched_coll_fn(c->coll), (int)c->op);
   if (sched_coll_rooted(c->coll) && (c->root < 0 || c->root >= comm->nranks))
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: root %d outside the communicator of %d ranks", fn,
-                      c->root, comm->nranks);
+                      "%s: root %d outside the communicator of %d ranks",
+                      sched_coll_fn(c->coll), c->root, comm->nranks);
   if (c->coll == SCHED_BARRIER || c->count == 0)
     return SHARC_OK;
-  size_t esize = sharc_dtype_size(c->dtype);
+  size_t esize = dtype_bytes(c->dtype);
   size_t per = (c->coll == SCHED_ALL_GATHER ||
                 c->coll == SCHED_REDUCE_SCATTER || c->coll == SCHED_GATHER ||
                 c->coll == SCHED_SCATTER || c->coll == SCHED_ALL_TO_ALL)
@@ -358,18 +366,20 @@ static sharc_status_t validate(const coll_call_t *c) {
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
                       "%s: count %zu x %zu ranks x %zu bytes overflows the "
                       "address space",
-                      fn, c->count, per, esize);
+                      sched_coll_fn(c->coll), c->count, per, esize);
   int root = comm->rank == c->root;
   int need_send =
       root || !(c->coll == SCHED_BROADCAST || c->coll == SCHED_SCATTER);
   int need_recv = root || !(c->coll == SCHED_REDUCE || c->coll == SCHED_GATHER);
   if (need_send && !c->sendbuf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: sendbuf is NULL with count %zu%s", fn, c->count,
+                      "%s: sendbuf is NULL with count %zu%s",
+                      sched_coll_fn(c->coll), c->count,
                       sched_coll_rooted(c->coll) ? " on the root" : "");
   if (need_recv && !c->recvbuf)
     return comm_error(comm, SHARC_ERR_INVALID_ARG,
-                      "%s: recvbuf is NULL with count %zu%s", fn, c->count,
+                      "%s: recvbuf is NULL with count %zu%s",
+                      sched_coll_fn(c->coll), c->count,
                       sched_coll_rooted(c->coll) ? " on the root" : "");
   if (need_send && need_recv && !call_inplace(c, esize)) {
     int a2a = c->coll == SCHED_ALL_TO_ALL;
@@ -384,7 +394,7 @@ static sharc_status_t validate(const coll_call_t *c) {
                         "%s: sendbuf and recvbuf overlap but not in the "
                         "in-place layout; see sharc.h for where an in-place "
                         "sendbuf lies",
-                        fn);
+                        sched_coll_fn(c->coll));
   }
   return SHARC_OK;
 }
@@ -421,7 +431,7 @@ static sharc_status_t coll_now(coll_call_t *call, coll_call_t *h) {
     transport_publish_progress(comm, comm->seq + 1, comm->seq);
   rec_entry_t *rec =
       rec_start(&comm->rec, (int)call->coll, (int)call->dtype, (int)call->op,
-                (int)SCHED_ALGO_DIRECT, call->root, call->count);
+                (int)SCHED_ALGO_DIRECT, call->root, call->count, 0);
   atomic_store_explicit(&comm->rec_cur, rec, memory_order_release);
   sharc_status_t st = h == call ? check_call(call, sched_coll_fn(call->coll))
                                 : run_host(h, NULL, NULL);
@@ -437,8 +447,10 @@ static const stream_ops_t coll_stream_ops = {coll_execute, coll_skip, coll_now};
 
 sharc_status_t coll_issue(coll_call_t *call, sharc_stream_t stream) {
   call->ticket = coll_ticket(call->comm);
-  if (stream)
+  if (stream) {
+    call->issued_ns = 0; /* its recorder entry starts when it runs */
     return stream_enqueue(stream, call, &coll_stream_ops);
+  }
   return coll_execute(call);
 }
 
@@ -446,12 +458,19 @@ static sharc_status_t submit(coll_call_t *call, sharc_stream_t stream) {
   CHECK(validate(call));
   if (call->count == 0 && call->coll != SCHED_BARRIER)
     return SHARC_OK;
-  if (call->coll != SCHED_BARRIER)
-    CHECK(coll_check_host_memory(call->comm, sched_coll_fn(call->coll),
-                                 call->sendbuf, "sendbuf", call->recvbuf,
-                                 "recvbuf", stream));
-  if (group_active()) /* recorded; sharc_group_end issues it */
+  if (call->coll != SCHED_BARRIER && !stream_is_bound(stream)) {
+    /* One clock read for the device-pointer check and the recorder entry
+     * of a call that runs now (coll_issue). */
+    call->issued_ns = time_coarse_ns();
+    if (dev_first_device_ptr_at(call->sendbuf, call->recvbuf, call->issued_ns))
+      CHECK(coll_check_host_memory(call->comm, sched_coll_fn(call->coll),
+                                   call->sendbuf, "sendbuf", call->recvbuf,
+                                   "recvbuf", stream));
+  }
+  if (group_active()) { /* recorded; sharc_group_end issues it */
+    call->issued_ns = 0;
     return group_add(call, stream);
+  }
   return coll_issue(call, stream);
 }
 

@@ -4,6 +4,7 @@
 #include "group_rec.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,6 +18,10 @@ typedef struct {
 } group_t;
 
 static _Thread_local group_t group_tl;
+/* Threads with a group open: while none has, group_active answers without
+ * the thread-local lookup (a call into the loader from a shared library),
+ * once per collective call. */
+static _Atomic int groups_open;
 
 /* The thread's record, freed when the thread exits (a pthread key's
  * destructor: _Thread_local storage has none). */
@@ -28,11 +33,15 @@ static void items_own(group_item_t *items) {
   pthread_setspecific(items_key, items);
 }
 
-int group_active(void) { return group_tl.depth > 0; }
+int group_active(void) {
+  return atomic_load_explicit(&groups_open, memory_order_relaxed) > 0 &&
+         group_tl.depth > 0;
+}
 
 void group_rec_open(void) {
   group_t *g = &group_tl;
   if (g->depth++ == 0) {
+    atomic_fetch_add_explicit(&groups_open, 1, memory_order_relaxed);
     g->n = 0;
     g->err = SHARC_OK;
     g->msg[0] = '\0';
@@ -81,6 +90,7 @@ sharc_status_t group_rec_close(int *outer, group_item_t **items, size_t *n) {
                    "sharc_group_start first");
   if (--g->depth > 0)
     return SHARC_OK;
+  atomic_fetch_sub_explicit(&groups_open, 1, memory_order_relaxed);
   *outer = 1;
   size_t count = g->n;
   g->n = 0;
@@ -117,6 +127,7 @@ sharc_status_t group_rec_cancel(void) {
   if (g->depth == 0)
     return err_set(SHARC_ERR_INVALID_ARG,
                    "sharc_group_cancel: no group is open on this thread");
+  atomic_fetch_sub_explicit(&groups_open, 1, memory_order_relaxed);
   g->depth = 0;
   g->n = 0;
   g->err = SHARC_OK;

@@ -38,8 +38,7 @@ const char *sharc_status_string(sharc_status_t st) {
   return "unknown status";
 }
 
-static const size_t dtype_sizes[SHARC_DTYPE_COUNT] = {4, 8, 2, 2, 1,
-                                                      1, 4, 4, 8, 8};
+const size_t dtype_sizes[SHARC_DTYPE_COUNT] = {4, 8, 2, 2, 1, 1, 4, 4, 8, 8};
 static const char *const dtype_names[SHARC_DTYPE_COUNT] = {
     "float", "double", "half",   "bfloat16", "int8",
     "uint8", "int32",  "uint32", "int64",    "uint64"};
@@ -176,6 +175,7 @@ const char *host_name(void) {
 /* ---- logging ---- */
 
 static int log_level = -1;
+_Atomic int log_trace_maybe = 1; /* core.h: 1 until log_init knows */
 static int log_subsys = SUB_ALL;
 static FILE *log_file;
 static _Atomic int log_rank = -1;
@@ -255,6 +255,8 @@ static void log_init(void) {
               t);
   }
   log_subsys = mask ? mask : SUB_ALL;
+  atomic_store_explicit(&log_trace_maybe, log_level >= LOG_TRACE,
+                        memory_order_relaxed);
   const char *f = param_str(PARAM_DEBUG_FILE);
   if (*f)
     log_open_file(f);

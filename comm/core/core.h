@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,11 +49,22 @@ void log_set_rank(int rank);
     if (log_enabled(LOG_INFO, sub))                                            \
       log_msg(LOG_INFO, sub, __VA_ARGS__);                                     \
   } while (0)
+/* 0 once the log level is known to be below TRACE: TRACE's test without a
+ * call where it sits on every collective's path. */
+extern _Atomic int log_trace_maybe;
 #define TRACE(sub, ...)                                                        \
   do {                                                                         \
-    if (log_enabled(LOG_TRACE, sub))                                           \
+    if (atomic_load_explicit(&log_trace_maybe, memory_order_relaxed) &&        \
+        log_enabled(LOG_TRACE, sub))                                           \
       log_msg(LOG_TRACE, sub, __VA_ARGS__);                                    \
   } while (0)
+
+/* sharc_dtype_size inline, for the per-call path (the exported function is
+ * a call through the PLT). */
+extern const size_t dtype_sizes[SHARC_DTYPE_COUNT];
+static inline size_t dtype_bytes(sharc_dtype_t dtype) {
+  return (unsigned)dtype < SHARC_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
+}
 
 /* ---- errors ------------------------------------------------------------- */
 

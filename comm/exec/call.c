@@ -122,15 +122,20 @@ sched_algo_t call_pick_algo(struct sharc_comm *comm, sched_coll_t coll,
   return a;
 }
 
+/* This rank's block's offset in a buffer of one block per rank; computed
+ * only for the layouts that have one (on every call's path). */
+static inline size_t block_off(const coll_call_t *c, size_t esize) {
+  return (size_t)c->comm->rank * c->count * esize;
+}
+
 int call_inplace(const coll_call_t *c, size_t esize) {
   const uint8_t *s = c->sendbuf, *r = c->recvbuf;
-  size_t off = (size_t)c->comm->rank * c->count * esize;
   int root = c->comm->rank == c->root;
   switch (c->coll) {
   case SCHED_ALL_GATHER:
-    return s == r + off;
+    return s == r + block_off(c, esize);
   case SCHED_REDUCE_SCATTER:
-    return r == s + off;
+    return r == s + block_off(c, esize);
   case SCHED_ALL_REDUCE:
   case SCHED_BROADCAST:
   case SCHED_ALL_TO_ALL:
@@ -138,9 +143,9 @@ int call_inplace(const coll_call_t *c, size_t esize) {
   case SCHED_REDUCE: /* one buffer, and so one layout, on the root only */
     return root && s == r;
   case SCHED_GATHER:
-    return root && s == r + off;
+    return root && s == r + block_off(c, esize);
   case SCHED_SCATTER:
-    return root && r == s + off;
+    return root && r == s + block_off(c, esize);
   default:
     return 0;
   }

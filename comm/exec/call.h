@@ -51,6 +51,9 @@ typedef struct {
   struct sharc_comm *comm;
   call_p2p_t *p2p; /* SCHED_P2P: the batch; else NULL */
   uint64_t ticket; /* position in comm's issue order */
+  /* The coarse clock when a blocking call was issued, which its recorder
+   * entry starts at when it runs at once; 0: read the clock then. */
+  uint64_t issued_ns;
   /* The path that runs the call in its turn instead of the host collective
    * on its buffers (a GPU path, comm/gpu/gpu.h), with its state; NULL: the
    * host collective. */

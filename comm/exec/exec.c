@@ -674,7 +674,7 @@ sharc_status_t exec_run(struct sharc_comm *comm, const sched_t *s,
 sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
                            void *const bufs[3], sharc_dtype_t dtype,
                            sharc_op_t op, uint64_t now_ns, exec_hook_t *hook) {
-  size_t esize = sharc_dtype_size(dtype);
+  size_t esize = dtype_bytes(dtype);
   size_t maxops = 0;
   for (size_t r = 0; r < s->nrounds; r++)
     maxops = SHARC_MAX(maxops, s->round_start[r + 1] - s->round_start[r]);
@@ -688,8 +688,10 @@ sharc_status_t exec_run_at(struct sharc_comm *comm, const sched_t *s,
   for (size_t r = 0; r < s->nrounds && st == SHARC_OK; r++) {
     if (hook)
       hook->before(hook, s, r);
+    /* A later round's start is for its timeouts (seconds): the coarse
+     * clock (5 ns a read on the development VM, the full one 29) will do. */
     st = run_round(comm, s, r, sts, bufs, dtype, op, esize, &bounce, &published,
-                   r == 0 && !hook ? now_ns : time_ns());
+                   r == 0 && !hook ? now_ns : time_coarse_ns());
     if (hook && st == SHARC_OK)
       hook->after(hook, s, r);
   }

@@ -2,7 +2,8 @@
  * devptr.c - which memory a pointer is (devptr.h): the collectives'
  * argument checks ask for every call, so a process that never used CUDA
  * gets its answer without initialising CUDA, for the cost of a clock
- * read (and a dynamic-loader lookup once per clock tick).
+ * read (the caller's, with dev_first_device_ptr_at) and a dynamic-loader
+ * lookup once per clock tick.
  */
 #include "devptr.h"
 
@@ -59,7 +60,7 @@ static int loads_cb(struct dl_phdr_info *info, size_t size, void *out) {
 
 /* 1 if this process may own device memory (CUDA is loaded and has a
  * device), else 0. */
-static int cuda_in_use(void) {
+static int cuda_in_use(uint64_t now) {
   /* 1: CUDA has devices, -1: no driver or no device (final), 0: unknown */
   static _Atomic int state;
   /* the loader's load count when libcuda was last found missing */
@@ -78,7 +79,6 @@ static int cuda_in_use(void) {
    * a small call's path, so it is read at most once per tick of the
    * coarse clock (1-4 ms): a driver loaded since cannot have handed out
    * device memory yet, creating its first context takes longer. */
-  uint64_t now = time_coarse_ns();
   if (now < atomic_load_explicit(&next_look_ns, memory_order_relaxed))
     return 0;
   unsigned long long loads = 0;
@@ -104,13 +104,17 @@ static int cuda_in_use(void) {
 }
 
 int dev_is_device_ptr(const void *p) {
-  return p && cuda_in_use() && is_device(p);
+  return p && cuda_in_use(time_coarse_ns()) && is_device(p);
+}
+
+int dev_first_device_ptr_at(const void *a, const void *b, uint64_t now) {
+  if (!(a || b) || !cuda_in_use(now))
+    return 0;
+  return is_device(a) ? 1 : is_device(b) ? 2 : 0;
 }
 
 int dev_first_device_ptr(const void *a, const void *b) {
-  if (!(a || b) || !cuda_in_use())
-    return 0;
-  return is_device(a) ? 1 : is_device(b) ? 2 : 0;
+  return dev_first_device_ptr_at(a, b, time_coarse_ns());
 }
 
 #else /* !SHARC_HAVE_CUDA: CPU-only build */
@@ -129,10 +133,15 @@ int dev_is_device_ptr(const void *p) {
   return 0;
 }
 
-int dev_first_device_ptr(const void *a, const void *b) {
+int dev_first_device_ptr_at(const void *a, const void *b, uint64_t now) {
   (void)a;
   (void)b;
+  (void)now;
   return 0;
+}
+
+int dev_first_device_ptr(const void *a, const void *b) {
+  return dev_first_device_ptr_at(a, b, 0);
 }
 
 #endif /* SHARC_HAVE_CUDA */

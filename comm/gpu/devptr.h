@@ -9,6 +9,7 @@
 #define SHARC_COMM_DEVPTR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* 1 in a build with CUDA, else 0. */
 int dev_have_cuda(void);
@@ -31,5 +32,8 @@ int dev_is_device_ptr(const void *p);
  * with one check of CUDA's state for both (the collectives' argument check
  * on host paths, once per call). */
 int dev_first_device_ptr(const void *a, const void *b);
+/* The same, given the coarse clock's time now (time_coarse_ns), which a
+ * caller that reads it anyway passes instead of a second read. */
+int dev_first_device_ptr_at(const void *a, const void *b, uint64_t now);
 
 #endif /* SHARC_COMM_DEVPTR_H */

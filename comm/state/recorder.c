@@ -31,7 +31,7 @@ void rec_init(recorder_t *r, uint64_t uid, int rank, int nranks,
 }
 
 rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
-                       int root, size_t count) {
+                       int root, size_t count, uint64_t t_ns) {
   uint64_t seq = atomic_load_explicit(r->seq, memory_order_relaxed);
   rec_entry_t *e = &r->e[seq % REC_SIZE];
   /* Release, not sequentially consistent: the dump (another thread, on
@@ -47,7 +47,7 @@ rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
   SET(algo, algo);
   SET(root, root);
   SET(count, count);
-  SET(t_start_ns, time_coarse_ns());
+  SET(t_start_ns, t_ns ? t_ns : time_coarse_ns());
   SET(t_end_ns, 0);
   SET(status, 0);
   SET(waiting_on, -1);

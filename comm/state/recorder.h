@@ -50,9 +50,10 @@ void rec_init(recorder_t *r, uint64_t uid, int rank, int nranks,
  * the dump names it all_to_allv, not send_recv. */
 #define REC_ROOT_A2AV (-2)
 
-/* Starts the entry of collective *r->seq and returns it. */
+/* Starts the entry of collective *r->seq at t_ns on the coarse clock (0:
+ * now) and returns it. */
 rec_entry_t *rec_start(recorder_t *r, int coll, int dtype, int op, int algo,
-                       int root, size_t count);
+                       int root, size_t count, uint64_t t_ns);
 void rec_end(rec_entry_t *e, int status);
 /* Prints the newest REC_DUMP entries of r at WARN level, oldest first,
  * with a reason. */

@@ -752,6 +752,27 @@ static void test_cache(void) {
   for (int i = 0; i < 5; i++)
     EXPECT(!sched_cache_get(&c, &q[i]), "batch key change %d is ignored", i);
   EXPECT(sched_cache_get(&c, &k1) == e, "the collective's slot stays");
+  /* the memo of the last call's arguments: hits its slot, counted as a
+   * hit, until any slot is refilled; other arguments miss */
+  float b1[4], b2[4];
+  sched_call_sig_t sig = {SCHED_ALL_REDUCE, SHARC_F32, 0, 1, b1, b2};
+  EXPECT(!sched_cache_get_sig(&c, &sig), "no memo before one is made");
+  sched_cache_memo(&c, &sig, e);
+  uint64_t hits = c.hits;
+  EXPECT(sched_cache_get_sig(&c, &sig) == e && c.hits == hits + 1,
+         "the memo hits the slot and counts the hit");
+  sched_call_sig_t osig[6];
+  for (int i = 0; i < 6; i++)
+    osig[i] = sig;
+  osig[0].coll = SCHED_BROADCAST;
+  osig[1].dtype = SHARC_F64;
+  osig[2].root = 1;
+  osig[3].count = 2;
+  osig[4].sendbuf = b2;
+  osig[5].recvbuf = b1;
+  for (int i = 0; i < 6; i++)
+    EXPECT(!sched_cache_get_sig(&c, &osig[i]), "memo field %d is ignored", i);
+  EXPECT(sched_cache_get_sig(&c, &sig) == e, "the memo stays after misses");
   /* least recently used goes first: fill the cache with counts 1..SLOTS,
    * touch count 1, insert one more: count 2 is evicted, count 1 stays */
   for (size_t n = 2; n <= SCHED_CACHE_SLOTS; n++) {
@@ -760,6 +781,7 @@ static void test_cache(void) {
     sched_cache_put(&c, &k, SCHED_ALGO_TREE, &s);
   }
   EXPECT(sched_cache_get(&c, &k1) == e, "a full cache keeps its slots");
+  EXPECT(!sched_cache_get_sig(&c, &sig), "a refilled slot ends the memo");
   sched_key_t kn = cache_key(SCHED_CACHE_SLOTS + 1);
   cache_build(SCHED_CACHE_SLOTS + 1, &s);
   sched_cache_put(&c, &kn, SCHED_ALGO_TREE, &s);

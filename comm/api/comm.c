@@ -87,6 +87,7 @@ static void comm_free(struct sharc_comm *c) {
   free(c->host_of);
   free(c->ring_order);
   free(c->tp);
+  free(c->conns);
   free(c->tmp);
   sched_cache_free(&c->sched_cache);
   pthread_mutex_destroy(&c->err_lock);
@@ -197,6 +198,10 @@ static sharc_status_t comm_setup(struct sharc_comm *c) {
   }
   int64_t nch = param_int(PARAM_NCHANNELS);
   c->nchan = (int)SHARC_MIN(SHARC_MAX(nch, 1), 16);
+  c->conns = calloc((size_t)n * (size_t)c->nchan * 2, sizeof *c->conns);
+  if (!c->conns)
+    return comm_error(c, SHARC_ERR_NO_MEM,
+                      "init: out of memory for the connections of %d ranks", n);
   if (c->local_size > 1)
     CHECK(local->setup(c));
   if (need_net)

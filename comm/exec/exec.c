@@ -452,6 +452,17 @@ static sharc_status_t check_conns(const op_state_t *sts, size_t n, int *peer) {
   return SHARC_OK;
 }
 
+/* Where the communicator keeps op o's connection (comm->conns; NULL: it
+ * keeps none): a transport hands out one per peer, channel and side for
+ * the communicator's life, so each is asked for once, not per call. */
+static inline transport_conn_t **kept_conn(struct sharc_comm *comm,
+                                           const sched_op_t *o) {
+  if (!comm->conns)
+    return NULL;
+  size_t i = (size_t)o->peer * (size_t)comm->nchan + (size_t)o->chan;
+  return &comm->conns[i * 2 + (o->kind == SCHED_SEND)];
+}
+
 /* Marks the round's runs of consecutive SENDs of the same bytes over one
  * transport (a broadcast's root: n-1 of them) as groups that the transport
  * may copy once for all (transport_conn_t.share); only in schedules that
@@ -506,14 +517,20 @@ static sharc_status_t run_round(struct sharc_comm *comm, const sched_t *s,
       continue;
     }
     st->wire = transport_wire_bytes(st->bytes);
-    const transport_t *tp = comm->tp[o->peer];
-    sharc_status_t cst = tp->connect(
-        comm, o->peer, o->chan, o->kind == SCHED_SEND, deadline, &st->conn);
-    if (cst != SHARC_OK) {
-      if (!atomic_load(&comm->fail.failed))
-        comm_fail(comm, cst == SHARC_ERR_PEER_LOST ? o->peer : -1, cst,
-                  err_last());
-      return cst;
+    transport_conn_t **kept = kept_conn(comm, o);
+    st->conn = kept ? *kept : NULL;
+    if (!st->conn) {
+      const transport_t *tp = comm->tp[o->peer];
+      sharc_status_t cst = tp->connect(
+          comm, o->peer, o->chan, o->kind == SCHED_SEND, deadline, &st->conn);
+      if (cst != SHARC_OK) {
+        if (!atomic_load(&comm->fail.failed))
+          comm_fail(comm, cst == SHARC_ERR_PEER_LOST ? o->peer : -1, cst,
+                    err_last());
+        return cst;
+      }
+      if (kept)
+        *kept = st->conn;
     }
     /* RECV and TMP hold what this call wrote, and in place SEND is RECV,
      * the caller's data just before the call; SEND out of place may be

@@ -71,6 +71,10 @@ struct sharc_comm {
   int oversubscribed;
   const struct transport **tp; /* [nranks] transport that reaches each rank */
   int nchan;                   /* channels per peer */
+  /* [nranks * nchan * 2] the executor's connections by (peer, channel,
+   * is_send), each asked of its transport once (NULL: not yet; the array
+   * NULL: ask every time) */
+  struct transport_conn **conns;
 
   /* tcp: this comm's data listener (created before the rendezvous); ib
    * accepts its control sockets on it (the two are never set up together). */

@@ -1,6 +1,6 @@
-/* What skew.c and ../shm_outbox_slots/ranks.c share: the time now on the
- * host's shared CLOCK_MONOTONIC (ns), and the median of n values (sorts
- * them). */
+/* What skew.c, ../shm_outbox_slots/ranks.c and ../call_diet/probe.c share:
+ * the time now on the host's shared CLOCK_MONOTONIC (ns), and the median of
+ * n values (sorts them). */
 #ifndef SKEW_CLOCK_H
 #define SKEW_CLOCK_H
 #include <stdlib.h>

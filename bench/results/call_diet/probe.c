@@ -3,7 +3,7 @@
  * the medians (over the last 90% of the calls) of each rank's start after
  * rank 0's, its time in the call and its end after rank 0's start, and the
  * median of the per-call maximum over ranks (what sharc-bench reports).
- *   cc -O2 probe.c -Iinclude -Lbuild -lsharc
+ *   cc -O2 probe.c -Iinclude -Lbuild -lsharc   (here, for clock.h)
  *   sharcrun -n R ./a.out N COLL COUNT   (COLL 0 all-reduce, 1 broadcast
  *   from rank 0, 2 all-gather; COUNT floats) */
 #include <sharc.h>
@@ -11,19 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double med(double *v, int n) {
-  qsort(v, n, sizeof *v, cmp);
-  return v[n / 2];
-}
+
+#include "../barrier_skew/clock.h" /* now, med */
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 20000;
   int coll = argc > 2 ? atoi(argv[2]) : 1;

@@ -457,8 +457,8 @@ static sharc_status_t check_conns(const op_state_t *sts, size_t n, int *peer) {
  * the communicator's life, so each is asked for once, not per call. */
 static inline transport_conn_t **kept_conn(struct sharc_comm *comm,
                                            const sched_op_t *o) {
-  if (!comm->conns)
-    return NULL;
+  if (!comm->conns || o->chan >= comm->nchan)
+    return NULL; /* a channel it has not: connect says so */
   size_t i = (size_t)o->peer * (size_t)comm->nchan + (size_t)o->chan;
   return &comm->conns[i * 2 + (o->kind == SCHED_SEND)];
 }

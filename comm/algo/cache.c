@@ -22,25 +22,25 @@ static int key_eq(const sched_key_t *a, const sched_key_t *b) {
   return 1;
 }
 
+/* Slot i answers a lookup: counted, made the last hit and the most
+ * recently used. */
+static sched_cache_slot_t *hit(sched_cache_t *c, int i) {
+  c->hits++;
+  c->last = i;
+  c->slot[i].used = ++c->clock;
+  return &c->slot[i];
+}
+
 const sched_cache_slot_t *sched_cache_get(sched_cache_t *c,
                                           const sched_key_t *key) {
   /* A loop of one call hits the slot it hit last: try it first. */
-  sched_cache_slot_t *e = &c->slot[c->last];
-  if (!e->used || !key_eq(&e->key, key)) {
-    e = NULL;
-    for (int i = 0; i < SCHED_CACHE_SLOTS && !e; i++)
-      if (c->slot[i].used && key_eq(&c->slot[i].key, key)) {
-        e = &c->slot[i];
-        c->last = i;
-      }
-  }
-  if (!e) {
-    c->misses++;
-    return NULL;
-  }
-  c->hits++;
-  e->used = ++c->clock;
-  return e;
+  if (c->slot[c->last].used && key_eq(&c->slot[c->last].key, key))
+    return hit(c, c->last);
+  for (int i = 0; i < SCHED_CACHE_SLOTS; i++)
+    if (c->slot[i].used && key_eq(&c->slot[i].key, key))
+      return hit(c, i);
+  c->misses++;
+  return NULL;
 }
 
 const sched_cache_slot_t *sched_cache_get_sig(sched_cache_t *c,
@@ -51,11 +51,7 @@ const sched_cache_slot_t *sched_cache_get_sig(sched_cache_t *c,
       m->root != sig->root || m->sendbuf != sig->sendbuf ||
       m->recvbuf != sig->recvbuf)
     return NULL;
-  sched_cache_slot_t *e = &c->slot[c->memo_slot];
-  c->hits++;
-  c->last = c->memo_slot;
-  e->used = ++c->clock;
-  return e;
+  return hit(c, c->memo_slot);
 }
 
 void sched_cache_memo(sched_cache_t *c, const sched_call_sig_t *sig,
